@@ -1,0 +1,57 @@
+# Two commands for learners:   make lab   |   make test
+# One for instructors:         make course   (run every notebook headless, report times)
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+KERNEL := mindspore-course
+STAMP  := $(VENV)/.course-installed
+# Settings shared by the test run, the course run and output recording (tools/).
+HEADLESS_ENV := COURSE_HEADLESS=1 GLOG_v=3 HF_HUB_OFFLINE=1 PYTHONHASHSEED=0 \
+                MPLBACKEND=module://matplotlib_inline.backend_inline
+LAB_ARGS ?=
+
+.PHONY: lab test unit notebooks course kernel venv record clean-venv
+
+venv: $(STAMP)
+
+# Rebuilt only when the lock or the package definition changes: a second `make` is a no-op.
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+kernel: $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json
+
+$(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json: $(STAMP)
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) \
+	    --display-name "MindSpore 课程 (Python 3.11)"
+
+lab: venv kernel
+	cd notebooks && ../$(BIN)/jupyter lab $(LAB_ARGS)
+
+# Unit tests + every notebook under nbval, at CI scale, in one pytest run.
+test: venv kernel
+	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests notebooks \
+	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 --durations=0 -q
+
+unit: venv
+	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests -q
+
+notebooks: venv
+	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest notebooks \
+	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 --durations=0 -q
+
+# Instructors: execute all notebooks in order at the learner's scale (COURSE_SCALE=full
+# unless set) and print each notebook's wall time.
+course: venv kernel
+	$(HEADLESS_ENV) $(BIN)/python tools/run_course.py
+
+# Maintainers: re-execute a notebook at CI settings and keep only checked outputs.
+#   make record NB=notebooks/00_setup_and_tour.ipynb
+record: venv
+	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python tools/record_notebook.py $(NB)
+
+clean-venv:
+	rm -rf $(VENV)
