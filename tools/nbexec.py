@@ -28,12 +28,10 @@ def keep_checked_outputs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        cell.execution_count = None
-        if CHECK_MARK in cell.source:
-            for out in cell.outputs:
-                if "execution_count" in out:
-                    out.execution_count = None
-        else:
+        # nbval refuses a checked cell with outputs but no execution count; counts are
+        # deterministic anyway (cells run top to bottom), so checked cells keep theirs.
+        if CHECK_MARK not in cell.source:
+            cell.execution_count = None
             cell.outputs = []
         cell.metadata.pop("execution", None)
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "MindSpore 课程 (Python 3.11)",
