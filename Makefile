@@ -34,14 +34,14 @@ lab: venv kernel
 # Unit tests + every notebook under nbval, at CI scale, in one pytest run.
 test: venv kernel
 	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests notebooks \
-	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 --durations=0 -q
+	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q
 
 unit: venv
 	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests -q
 
 notebooks: venv
 	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest notebooks \
-	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 --durations=0 -q
+	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q
 
 # Instructors: execute all notebooks in order at the learner's scale (COURSE_SCALE=full
 # unless set) and print each notebook's wall time.
