@@ -1,0 +1,153 @@
+"""Supervised fine-tuning (SFT) data from the review corpus, and a classifier by scoring.
+
+Every labelled review becomes one chat exchange in the course template::
+
+    <bos><|user|>指令：判断下面评论的情感（正面/负面）。\\n评论：<review><|end|><|assistant|>正面<|end|>
+
+* The loss is computed on the answer only (``正面<|end|>``): labels of the prompt tokens are
+  ``IGNORE_INDEX``, so the model is not trained to *write reviews*, only to answer.
+* Long reviews are cut (from the end) so that the whole exchange fits ``max_len + 1`` tokens;
+  short ones are right-padded with ``<pad>`` whose labels are also ignored. One fixed shape
+  means one compiled graph.
+* ``predict_label`` asks the model which answer it finds more likely after the prompt:
+  it compares log P(正面<|end|> | prompt) with log P(负面<|end|> | prompt). No sampling, no
+  parsing of free text — a deterministic zero-shot / fine-tuned classifier.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .data import LABELS
+from .pipelines import IGNORE_INDEX, PairSource, make_dataset
+
+INSTRUCTION = "指令：判断下面评论的情感（正面/负面）。\n评论："
+
+
+def instruction(review: str) -> str:
+    """The user turn for one review."""
+    return INSTRUCTION + review
+
+
+def _chat(tokenizer, review: str, answer: str):
+    ids, mask = tokenizer.encode_chat(instruction(review), answer)
+    return ids, mask
+
+
+def fit_review(tokenizer, review: str, max_len: int, answer_len: int | None = None) -> str:
+    """The longest prefix of ``review`` whose exchange (with the longest answer) fits in
+    ``max_len + 1`` tokens (the +1: inputs and shifted labels are both ``max_len`` long)."""
+    if not isinstance(review, str):
+        raise TypeError(f"A review must be a str, got {type(review).__name__}.")
+    longest = max(LABELS, key=lambda a: len(tokenizer.encode(a)))
+    budget = max_len + 1
+
+    def length(n_chars):
+        return len(_chat(tokenizer, review[:n_chars], longest)[0])
+
+    if length(0) > budget:
+        raise ValueError(f"max_len={max_len} cannot even hold the prompt and answer "
+                         f"({length(0)} tokens with an empty review); use max_len >= {length(0)}.")
+    if length(len(review)) <= budget:
+        return review
+    lo, hi = 0, len(review)            # length(lo) fits, length(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if length(mid) <= budget else (lo, mid)
+    return review[:lo]
+
+
+def encode_example(tokenizer, review: str, label: int, max_len: int):
+    """One example -> ``(input_ids, labels)`` int32 arrays of length ``max_len``, already
+    shifted (``labels[t]`` is the token after ``input_ids[t]``); prompt and padding
+    positions are ``IGNORE_INDEX``."""
+    if label not in (0, 1):
+        raise ValueError(f"label must be 0 ({LABELS[0]}) or 1 ({LABELS[1]}), got {label!r}.")
+    ids, mask = _chat(tokenizer, fit_review(tokenizer, review, max_len), LABELS[label])
+    row = np.full(max_len + 1, tokenizer.pad_id, np.int32)
+    target = np.full(max_len + 1, IGNORE_INDEX, np.int32)
+    row[: len(ids)] = ids
+    target[: len(ids)] = np.where(np.asarray(mask) == 1, ids, IGNORE_INDEX)
+    return row[:-1], target[1:]
+
+
+def build_sft_arrays(tokenizer, examples: Sequence[tuple[str, int]], max_len: int):
+    """All examples -> ``(inputs, labels)`` int32 arrays of shape (N, max_len)."""
+    if not examples:
+        raise ValueError("No examples: pass a non-empty list of (review, label) pairs.")
+    pairs = [encode_example(tokenizer, text, label, max_len) for text, label in examples]
+    return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+
+
+def sft_dataset(tokenizer, examples: Sequence[tuple[str, int]], max_len: int, batch_size: int,
+                shuffle: bool = True, seed: int = 0, **shard):
+    """A batched ``GeneratorDataset`` (columns input_ids, labels) for the trainer."""
+    inputs, labels = build_sft_arrays(tokenizer, examples, max_len)
+    return make_dataset(PairSource(inputs, labels), batch_size, shuffle=shuffle, seed=seed,
+                        **shard)
+
+
+# --------------------------------------------------------------------------------------
+# Classification by scoring the two answers
+# --------------------------------------------------------------------------------------
+def candidate_arrays(tokenizer, texts: Sequence[str], max_len: int):
+    """For every text and every label answer: padded token row (max_len + 1,) and a mask
+    marking the answer tokens. Shapes (N, 2, max_len + 1)."""
+    rows = np.full((len(texts), len(LABELS), max_len + 1), tokenizer.pad_id, np.int32)
+    answer = np.zeros(rows.shape, bool)
+    for i, text in enumerate(texts):
+        review = fit_review(tokenizer, text, max_len)
+        for j, label_text in enumerate(LABELS):
+            ids, mask = _chat(tokenizer, review, label_text)
+            rows[i, j, : len(ids)] = ids
+            answer[i, j, : len(ids)] = np.asarray(mask, bool)
+    return rows, answer
+
+
+def answer_logprobs(model, tokenizer, texts: Sequence[str], max_len: int = 128,
+                    batch_size: int = 16) -> np.ndarray:
+    """(N, 2) array: log P(answer | prompt) for answers ``LABELS`` = (负面, 正面).
+
+    The two candidates of a text share the prompt; right padding never changes the logits
+    of earlier positions of a causal model, so a fixed padded shape is exact."""
+    import mindspore as ms
+    from mindspore import Tensor, ops
+
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of str; wrap a single review as [text].")
+    if len(texts) == 0:
+        return np.zeros((0, len(LABELS)), np.float64)
+    rows, answer = candidate_arrays(tokenizer, texts, max_len)
+    flat_rows = rows.reshape(-1, max_len + 1)
+    flat_answer = answer.reshape(-1, max_len + 1)
+    scores = np.zeros(len(flat_rows), np.float64)
+    was_training = model.training
+    model.set_train(False)
+    try:
+        for start in range(0, len(flat_rows), batch_size):
+            chunk = flat_rows[start:start + batch_size]
+            inputs = Tensor(chunk[:, :-1], ms.int32)
+            targets = Tensor(chunk[:, 1:], ms.int32)
+            logp = ops.log_softmax(model(inputs).astype(ms.float32), -1)      # (b, T, V)
+            picked = ops.gather_elements(logp, -1, targets[..., None])[..., 0].asnumpy()
+            scores[start:start + len(chunk)] = (picked * flat_answer[start:start + len(chunk), 1:]).sum(-1)
+    finally:
+        model.set_train(was_training)
+    return scores.reshape(len(texts), len(LABELS))
+
+
+def predict_label(model, tokenizer, texts: Sequence[str], max_len: int = 128,
+                  batch_size: int = 16) -> np.ndarray:
+    """0 (负面) or 1 (正面) per text: the answer with the higher log-probability."""
+    return answer_logprobs(model, tokenizer, texts, max_len, batch_size).argmax(-1)
+
+
+def accuracy(model, tokenizer, examples: Sequence[tuple[str, int]], max_len: int = 128,
+             batch_size: int = 16) -> float:
+    """Fraction of (review, label) pairs classified correctly by ``predict_label``."""
+    if not examples:
+        raise ValueError("No examples to evaluate.")
+    texts = [t for t, _ in examples]
+    labels = np.asarray([label for _, label in examples])
+    return float((predict_label(model, tokenizer, texts, max_len, batch_size) == labels).mean())
