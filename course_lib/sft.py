@@ -106,11 +106,14 @@ def candidate_arrays(tokenizer, texts: Sequence[str], max_len: int):
 
 
 def answer_logprobs(model, tokenizer, texts: Sequence[str], max_len: int = 128,
-                    batch_size: int = 16) -> np.ndarray:
+                    batch_size: int = 16, fixed_batch: bool = False) -> np.ndarray:
     """(N, 2) array: log P(answer | prompt) for answers ``LABELS`` = (负面, 正面).
 
-    The two candidates of a text share the prompt; right padding never changes the logits
-    of earlier positions of a causal model, so a fixed padded shape is exact."""
+    ``model`` is a causal LM Cell (or any callable int32 (b, max_len) -> logits). The two
+    candidates of a text share the prompt; right padding never changes the logits of
+    earlier positions of a causal model, so a fixed padded shape is exact. With
+    ``fixed_batch`` the last batch is padded with dummy rows too: every call then has the
+    shape (batch_size, max_len), as a compiled graph or an exported MINDIR requires."""
     import mindspore as ms
     from mindspore import Tensor, ops
 
@@ -122,32 +125,38 @@ def answer_logprobs(model, tokenizer, texts: Sequence[str], max_len: int = 128,
     flat_rows = rows.reshape(-1, max_len + 1)
     flat_answer = answer.reshape(-1, max_len + 1)
     scores = np.zeros(len(flat_rows), np.float64)
-    was_training = model.training
-    model.set_train(False)
+    was_training = getattr(model, "training", False)
+    if hasattr(model, "set_train"):
+        model.set_train(False)
     try:
         for start in range(0, len(flat_rows), batch_size):
             chunk = flat_rows[start:start + batch_size]
+            n = len(chunk)
+            if fixed_batch and n < batch_size:
+                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch_size - n, 0)])
             inputs = Tensor(chunk[:, :-1], ms.int32)
             targets = Tensor(chunk[:, 1:], ms.int32)
             logp = ops.log_softmax(model(inputs).astype(ms.float32), -1)      # (b, T, V)
-            picked = ops.gather_elements(logp, -1, targets[..., None])[..., 0].asnumpy()
-            scores[start:start + len(chunk)] = (picked * flat_answer[start:start + len(chunk), 1:]).sum(-1)
+            picked = ops.gather_elements(logp, -1, targets[..., None])[..., 0].asnumpy()[:n]
+            scores[start:start + n] = (picked * flat_answer[start:start + n, 1:]).sum(-1)
     finally:
-        model.set_train(was_training)
+        if hasattr(model, "set_train"):
+            model.set_train(was_training)
     return scores.reshape(len(texts), len(LABELS))
 
 
 def predict_label(model, tokenizer, texts: Sequence[str], max_len: int = 128,
-                  batch_size: int = 16) -> np.ndarray:
+                  batch_size: int = 16, fixed_batch: bool = False) -> np.ndarray:
     """0 (负面) or 1 (正面) per text: the answer with the higher log-probability."""
-    return answer_logprobs(model, tokenizer, texts, max_len, batch_size).argmax(-1)
+    return answer_logprobs(model, tokenizer, texts, max_len, batch_size, fixed_batch).argmax(-1)
 
 
 def accuracy(model, tokenizer, examples: Sequence[tuple[str, int]], max_len: int = 128,
-             batch_size: int = 16) -> float:
+             batch_size: int = 16, fixed_batch: bool = False) -> float:
     """Fraction of (review, label) pairs classified correctly by ``predict_label``."""
     if not examples:
         raise ValueError("No examples to evaluate.")
     texts = [t for t, _ in examples]
     labels = np.asarray([label for _, label in examples])
-    return float((predict_label(model, tokenizer, texts, max_len, batch_size) == labels).mean())
+    predictions = predict_label(model, tokenizer, texts, max_len, batch_size, fixed_batch)
+    return float((predictions == labels).mean())
