@@ -1,0 +1,237 @@
+"""Run the PyTorch demo (``torch_demo``) in its own process and measure what happens.
+
+    python -m course_lib.migration.run_torch_demo --backend mindtorch --steps 20
+
+Backends:
+* ``torch``     — the real PyTorch (the reference);
+* ``mindtorch`` — ``import mindtorch`` first (what ``import mindnlp`` does as its first step),
+                  so the *unchanged* ``import torch`` in ``torch_demo`` resolves to mindnlp's
+                  torch API over MindSpore;
+* ``mindspore`` — the hand translation in ``native_demo``.
+
+Why a separate process: mindtorch patches ~390 ``mindspore.Tensor`` methods process-wide,
+after which ordinary MindSpore code (and the real torch) can no longer be used there.
+
+The parent writes the shared inputs once (``prepare_inputs``: initial weights + batches,
+so no child re-reads the corpus); the child prints one line ``RESULT {json}``, which
+``run_demo`` parses. ``measure_torch_api("torch", ...)`` and ``measure_mindspore`` may also
+run in the parent (a notebook kernel that never imports mindnlp).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from .demo_data import DemoConfig, initial_weights, training_batches
+
+BACKENDS = ("torch", "mindtorch", "mindspore")
+RESULT_PREFIX = "RESULT "
+
+
+def _error(exc: BaseException) -> str:
+    """``Type: first line`` plus the line of ``torch_demo`` that triggered it."""
+    import traceback
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:160]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith("torch_demo.py")]
+    return f"{text}  [at `{frames[-1].line}`]" if frames else text
+
+
+def prepare_inputs(path, cfg: DemoConfig | None = None, steps: int = 20, seed: int = 0,
+                   batches=None):
+    """Write the shared starting point (initial weights + batches) to ``path`` (.npz).
+    The parent does the slow part (reading and tokenizing the corpus) once; children
+    only load arrays. ``batches`` (list of (inputs, labels) int arrays) overrides the corpus."""
+    cfg = cfg or DemoConfig()
+    batches = training_batches(cfg, steps) if batches is None else batches
+    arrays = {f"w/{k}": v for k, v in initial_weights(cfg, seed).items()}
+    arrays["inputs"] = np.stack([x for x, _ in batches])
+    arrays["labels"] = np.stack([y for _, y in batches])
+    arrays["config"] = np.array([cfg.vocab_size, cfg.hidden, cfg.heads, cfg.layers, cfg.max_len,
+                                 cfg.batch_size])
+    np.savez(path, **arrays)
+    return path
+
+
+def load_inputs(path):
+    """-> (cfg, weights {torch name: array}, batches [(inputs, labels)])."""
+    with np.load(path) as z:
+        cfg = DemoConfig(*[int(v) for v in z["config"]])
+        weights = {k[2:]: z[k] for k in z.files if k.startswith("w/")}
+        batches = list(zip(z["inputs"], z["labels"]))
+    return cfg, weights, batches
+
+
+# --------------------------------------------------------------------------------------
+# Child side: PyTorch-API backends (real torch or mindtorch)
+# --------------------------------------------------------------------------------------
+def measure_torch_api(backend: str, cfg: DemoConfig, weights: dict, batches_np: list,
+                      lr: float) -> dict:
+    """Probe and train ``torch_demo`` on real PyTorch or (backend="mindtorch") on mindtorch.
+    Only call with "mindtorch" in a process of its own."""
+    if backend == "mindtorch":
+        import mindtorch  # noqa: F401  -- from here on `import torch` means mindtorch
+    import torch
+    if (backend == "torch") == ("mindtorch" in str(torch.__file__)):
+        raise RuntimeError(f"backend {backend!r} requested but `import torch` gives {torch.__file__}; "
+                           "run the mindtorch backend in a fresh process (run_demo does).")
+    from . import torch_demo
+
+    batches = [(torch.tensor(x), torch.tensor(y)) for x, y in batches_np]
+
+    def fresh():
+        model = torch_demo.TinyGPT(cfg.vocab_size, cfg.hidden, cfg.heads, cfg.layers, cfg.max_len)
+        model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()}, strict=True)
+        return model
+
+    def snapshot(model):
+        return {k: np.array(v.detach().numpy(), copy=True) for k, v in model.state_dict().items()}
+
+    def changed(model, before):
+        return float(max(np.abs(v.detach().numpy() - before[k]).max()
+                         for k, v in model.state_dict().items()))
+
+    out = {"backend": backend, "torch_file": torch.__file__, "torch_version": torch.__version__}
+    model = fresh()
+    with torch.no_grad():
+        logits = model(batches[0][0])
+    out["first_logits"] = [float(v) for v in logits[0, -1].numpy()]
+
+    # 1. Does loss.backward() fill .grad?
+    loss = torch_demo.lm_loss(model, *batches[0])
+    loss.backward()
+    params = list(model.parameters())
+    out["backward_grads"] = sum(p.grad is not None for p in params)
+    out["num_params"] = len(params)
+
+    # 2. The textbook loop (zero_grad / backward / AdamW.step), unchanged.
+    model = fresh()
+    before = snapshot(model)
+    try:
+        out["textbook_losses"] = torch_demo.train_textbook(model, batches[:3])
+        out["textbook_error"] = None
+    except Exception as exc:  # noqa: BLE001 - the measurement is the error itself
+        out["textbook_losses"], out["textbook_error"] = None, _error(exc)
+    out["textbook_weights_changed"] = changed(model, before)
+
+    # 3. Hand-written SGD with backward(), unchanged.
+    model = fresh()
+    try:
+        out["sgd_losses"] = torch_demo.train_sgd(model, batches[:2], lr)
+        out["sgd_error"] = None
+    except Exception as exc:  # noqa: BLE001
+        out["sgd_losses"], out["sgd_error"] = None, _error(exc)
+
+    # 4. Optimizer.step() when gradients ARE present.
+    for name in ("AdamW", "SGD"):
+        model = fresh()
+        params = list(model.parameters())
+        if backend == "mindtorch":
+            torch.autograd.value_and_grad(lambda i, l: torch_demo.lm_loss(model, i, l), params)(*batches[0])
+        else:
+            torch_demo.lm_loss(model, *batches[0]).backward()
+        before = snapshot(model)
+        opt = getattr(torch.optim, name)(params, lr=1e-3)
+        try:
+            opt.step()
+            out[f"{name}_step"] = f"ok (max weight change {changed(model, before):.1e})"
+        except Exception as exc:  # noqa: BLE001
+            out[f"{name}_step"] = _error(exc)
+
+    # 5. The run that trains: the workaround on mindtorch, plain backward() on PyTorch.
+    model = fresh()
+    train = torch_demo.train_workaround if backend == "mindtorch" else torch_demo.train_sgd
+    out["train_loop"] = train.__name__
+    start = time.perf_counter()
+    out["train_losses"] = train(model, batches, lr)
+    out["train_seconds"] = time.perf_counter() - start
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Child side: native MindSpore
+# --------------------------------------------------------------------------------------
+def measure_mindspore(cfg: DemoConfig, weights: dict, batches: list, lr: float) -> dict:
+    """The same training with the native MindSpore translation (PyNative mode)."""
+    import mindspore as ms
+    from mindspore import Tensor
+    from . import native_demo
+
+    if ms.get_context("mode") != ms.PYNATIVE_MODE:
+        raise RuntimeError("measure_mindspore compares eager loops: call cl.setup(mode='pynative') first.")
+    model = native_demo.build(cfg)
+    native_demo.load_torch_named(model, weights)
+    logits = model(Tensor(batches[0][0].astype(np.int32)))
+    out = {"backend": "mindspore", "mindspore_version": ms.__version__,
+           "first_logits": [float(v) for v in logits[0, -1].asnumpy()],
+           "train_loop": "native_demo.train_sgd"}
+    start = time.perf_counter()
+    out["train_losses"] = native_demo.train_sgd(model, batches, lr)
+    out["train_seconds"] = time.perf_counter() - start
+    return out
+
+
+def measure(backend: str, inputs_path, lr: float) -> dict:
+    """Child entry point: load the shared inputs and measure one backend in THIS process."""
+    if backend not in BACKENDS:
+        raise ValueError(f"Unknown backend {backend!r}; choose one of {BACKENDS}.")
+    cfg, weights, batches = load_inputs(inputs_path)
+    if backend == "mindspore":
+        import course_lib as cl
+        cl.setup(mode="pynative", seed=0, quiet=True)
+        return measure_mindspore(cfg, weights, batches, lr)
+    return measure_torch_api(backend, cfg, weights, batches, lr)
+
+
+# --------------------------------------------------------------------------------------
+# Parent side
+# --------------------------------------------------------------------------------------
+def compare(results: dict, reference: str = "torch") -> dict:
+    """Max |difference| of first-position logits and of the loss curve vs ``reference``."""
+    ref = results[reference]
+    out = {}
+    for name, r in results.items():
+        if name == reference:
+            continue
+        out[name] = {
+            "logits_max_diff": float(np.abs(np.subtract(r["first_logits"], ref["first_logits"])).max()),
+            "loss_max_diff": float(np.abs(np.subtract(r["train_losses"], ref["train_losses"])).max()),
+        }
+    return out
+
+
+def run_demo(backend: str, inputs_path, lr: float = 0.3, timeout: float = 900) -> dict:
+    """Measure ``backend`` in a fresh ``python -m course_lib.migration.run_torch_demo``
+    process (inputs from ``prepare_inputs``); raises with the child's stderr if it fails."""
+    if backend not in BACKENDS:
+        raise ValueError(f"Unknown backend {backend!r}; choose one of {BACKENDS}.")
+    env = dict(os.environ, GLOG_v="3", HF_HUB_OFFLINE="1", DIFFUSERS_VERBOSITY="error",
+               PYTHONWARNINGS="ignore")
+    cmd = [sys.executable, "-m", "course_lib.migration.run_torch_demo", "--backend", backend,
+           "--inputs", str(inputs_path), "--lr", str(lr)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    raise RuntimeError(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n"
+                       f"{proc.stderr[-3000:]}\n{proc.stdout[-1000:]}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=BACKENDS, required=True)
+    ap.add_argument("--inputs", required=True, help=".npz written by prepare_inputs()")
+    ap.add_argument("--lr", type=float, default=0.3)
+    args = ap.parse_args(argv)
+    result = measure(args.backend, args.inputs, args.lr)
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
