@@ -221,6 +221,7 @@ class LLMTrainer:
                 if self.batches_consumed % self.batches_per_epoch == 0:
                     cb.cur_epoch_num = self.batches_consumed // self.batches_per_epoch + 1
                     self._fire("on_train_epoch_begin", run_context)
+                cb.cur_step_num = self.step + 1     # as in Model.train: the step about to run
                 self._fire("on_train_step_begin", run_context)
                 input_ids, labels = self._next_batch()
                 lr = self.lr_schedule[self.step]
