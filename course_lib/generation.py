@@ -1,0 +1,276 @@
+"""One text-generation loop for every course model (Baichuan, InternLM, tiny twins).
+
+    ids = generate(model, [prompt_ids, ...], max_new_tokens=50, do_sample=True,
+                   temperature=0.8, top_k=50, top_p=0.9, repetition_penalty=1.1,
+                   eos_id=tok.eos_id, seed=0)
+    texts = generate_text(model, tok, ["人民日报", "经济"], max_new_tokens=50)
+
+How it works
+* Batched prompts are LEFT-padded: every row's last token sits in the last column, so one
+  forward pass yields every row's next-token logits. ``attention_mask`` (1 = real token)
+  hides the pads, and positions count real tokens only, so RoPE angles and ALiBi distances
+  of a padded row equal those of the same prompt alone.
+* ``prefill`` runs the prompts once and fills the KV cache; ``decode_step`` feeds one new
+  token per row and attends to the cache (``use_cache=False`` recomputes everything — the
+  baseline for the speed-up measurement).
+* Rows that produced EOS leave the batch (``DecodeState.select_rows``), the building block
+  of dynamic batching in an inference server.
+* Logits processing happens in NumPy on (B, V) rows, in Hugging Face's order: repetition
+  penalty -> temperature -> top-k -> top-p -> sample (or argmax when ``do_sample=False``).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------------------
+# Logits processors (pure NumPy, one row per sequence)
+# --------------------------------------------------------------------------------------
+def apply_repetition_penalty(logits: np.ndarray, seen: np.ndarray, penalty: float) -> np.ndarray:
+    """CTRL-style penalty (Keskar et al. 2019) on tokens already in the sequence:
+    positive logits are divided by ``penalty``, negative ones multiplied by it."""
+    if penalty == 1.0:
+        return logits
+    penalised = np.where(logits < 0, logits * penalty, logits / penalty)
+    return np.where(seen, penalised, logits)
+
+
+def apply_top_k(logits: np.ndarray, k: int) -> np.ndarray:
+    """Keep the k largest logits per row (ties with the k-th are kept), -inf elsewhere."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = np.partition(logits, -k, axis=-1)[..., -k, None]
+    return np.where(logits < kth, -np.inf, logits)
+
+
+def apply_top_p(logits: np.ndarray, p: float) -> np.ndarray:
+    """Nucleus filtering: keep the smallest set of most likely tokens whose probabilities
+    add up to at least ``p`` (always at least one token), -inf elsewhere."""
+    if p >= 1.0:
+        return logits
+    order = np.argsort(-logits, axis=-1, kind="stable")
+    sorted_logits = np.take_along_axis(logits, order, -1)
+    probs = softmax(sorted_logits)
+    mass_before = np.cumsum(probs, -1) - probs        # probability of the better tokens
+    drop_sorted = mass_before >= p
+    drop_sorted[..., 0] = False
+    drop = np.zeros_like(drop_sorted)
+    np.put_along_axis(drop, order, drop_sorted, -1)
+    return np.where(drop, -np.inf, logits)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64) - np.max(logits, -1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(-1, keepdims=True)
+
+
+def next_token_scores(logits, seen, *, temperature=1.0, top_k=0, top_p=1.0,
+                      repetition_penalty=1.0) -> np.ndarray:
+    """The processed scores sampling draws from (HF order: penalty, temperature, top-k, top-p)."""
+    scores = apply_repetition_penalty(np.asarray(logits, np.float64), seen, repetition_penalty)
+    scores = scores / temperature
+    scores = apply_top_k(scores, top_k)
+    return apply_top_p(scores, top_p)
+
+
+# --------------------------------------------------------------------------------------
+# Prefill / decode step: the engine, usable on its own (e.g. an inference-server chapter)
+# --------------------------------------------------------------------------------------
+@dataclass
+class DecodeState:
+    """A batch of sequences being continued. Row i of every array is sequence ``rows[i]``."""
+
+    input_ids: np.ndarray          # (B, S) int32: left pads + prompt + generated tokens
+    attention_mask: np.ndarray     # (B, S) int32: 1 = real token
+    logits: np.ndarray             # (B, V) float32: next-token logits of every row
+    cache: object = None           # layers.KVCache, or None (recompute everything)
+    rows: list = field(default_factory=list)
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.rows)
+
+    def select_rows(self, keep: Sequence[int]) -> "DecodeState":
+        """Keep only the rows at positions ``keep`` (finished sequences leave the batch)."""
+        keep = list(keep)
+        self.input_ids = self.input_ids[keep]
+        self.attention_mask = self.attention_mask[keep]
+        self.logits = self.logits[keep]
+        self.rows = [self.rows[i] for i in keep]
+        if self.cache is not None:
+            self.cache.select_rows(keep)
+        # Columns that are padding in every remaining row carry no information: drop them.
+        first_real = int(np.argmax(self.attention_mask.any(0)))
+        if first_real:
+            self.input_ids = self.input_ids[:, first_real:]
+            self.attention_mask = self.attention_mask[:, first_real:]
+            if self.cache is not None:
+                self.cache.keys = [k[:, :, first_real:] for k in self.cache.keys]
+                self.cache.values = [v[:, :, first_real:] for v in self.cache.values]
+        return self
+
+
+def as_prompt_lists(prompts_ids) -> list[list[int]]:
+    """Validate prompts: a non-empty list of non-empty token-id lists."""
+    if isinstance(prompts_ids, np.ndarray):
+        prompts_ids = prompts_ids.tolist()
+    if (not isinstance(prompts_ids, (list, tuple)) or not prompts_ids
+            or not all(isinstance(p, (list, tuple, np.ndarray)) for p in prompts_ids)):
+        raise ValueError("prompts_ids must be a non-empty list of token-id lists, e.g. "
+                         "[tok.encode('人民日报')]; wrap a single prompt in a list.")
+    prompts = [[int(t) for t in p] for p in prompts_ids]
+    if min(len(p) for p in prompts) == 0:
+        raise ValueError("Every prompt needs at least one token; encode it with add_bos=True "
+                         "to start from nothing.")
+    return prompts
+
+
+def left_pad(prompts_ids: Sequence[Sequence[int]], pad_id: int = 0):
+    """Lists of ids -> (ids, mask) int32 arrays of shape (B, longest), pads on the left."""
+    prompts = as_prompt_lists(prompts_ids)
+    longest = max(len(p) for p in prompts)
+    ids = np.full((len(prompts), longest), pad_id, np.int32)
+    mask = np.zeros((len(prompts), longest), np.int32)
+    for i, p in enumerate(prompts):
+        ids[i, longest - len(p):] = p
+        mask[i, longest - len(p):] = 1
+    return ids, mask
+
+
+@contextmanager
+def pynative():
+    """Decoding passes a Python KV-cache object into the model: run it in PyNative mode
+    (e.g. right after graph-mode training) and restore the previous mode afterwards."""
+    import mindspore as ms
+    previous = ms.get_context("mode")
+    if previous != ms.PYNATIVE_MODE:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    try:
+        yield
+    finally:
+        if previous != ms.PYNATIVE_MODE:
+            ms.set_context(mode=previous)
+
+
+def _forward_last(model, ids: np.ndarray, mask: np.ndarray, cache) -> np.ndarray:
+    from mindspore import Tensor
+    # A mask of all ones changes nothing: skip building it (saves a few ops per step).
+    mask_t = None if mask.all() else Tensor(mask)
+    logits = model(Tensor(ids), attention_mask=mask_t, cache=cache, last_only=True)
+    return logits[:, -1].asnumpy()
+
+
+def prefill(model, prompts_ids, pad_id: int = 0, use_cache: bool = True) -> DecodeState:
+    """Run the (left-padded) prompts once; with ``use_cache`` keep their keys/values."""
+    ids, mask = left_pad(prompts_ids, pad_id)
+    cache = model.new_cache() if use_cache else None
+    with pynative():
+        logits = _forward_last(model, ids, mask, cache)
+    return DecodeState(ids, mask, logits, cache, list(range(len(ids))))
+
+
+def decode_step(model, state: DecodeState, next_tokens) -> DecodeState:
+    """Append one token per row and compute the next logits (from the cache if present)."""
+    next_tokens = np.asarray(next_tokens, np.int32).reshape(-1, 1)
+    if len(next_tokens) != state.batch_size:
+        raise ValueError(f"Got {len(next_tokens)} tokens for a batch of {state.batch_size} rows.")
+    state.input_ids = np.concatenate([state.input_ids, next_tokens], 1)
+    state.attention_mask = np.concatenate(
+        [state.attention_mask, np.ones_like(next_tokens)], 1)
+    with pynative():
+        if state.cache is not None:
+            state.logits = _forward_last(model, next_tokens, state.attention_mask, state.cache)
+        else:
+            state.logits = _forward_last(model, state.input_ids, state.attention_mask, None)
+    return state
+
+
+# --------------------------------------------------------------------------------------
+# The generation loop
+# --------------------------------------------------------------------------------------
+def _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalty):
+    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (use do_sample=False for greedy), got {temperature}")
+    if not (isinstance(top_k, (int, np.integer)) and top_k >= 0):
+        raise ValueError(f"top_k must be an int >= 0 (0 = off), got {top_k!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1] (1 = off), got {top_p}")
+    if not repetition_penalty > 0:
+        raise ValueError(f"repetition_penalty must be > 0 (1 = off), got {repetition_penalty}")
+
+
+def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float = 1.0,
+             top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0,
+             eos_id=None, pad_id: int = 0, do_sample: bool = False, seed: int = 0,
+             use_cache: bool = True) -> list[list[int]]:
+    """Continue every prompt by up to ``max_new_tokens`` tokens; return the NEW ids per
+    prompt. A sequence stops after it emits ``eos_id`` (an int or a list of ids; the EOS
+    token is the last id returned). ``do_sample=False`` is greedy decoding. With sampling,
+    prompt i draws from ``numpy.random.default_rng(seed + i)``: reproducible and independent
+    of the other rows."""
+    _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
+    eos = set() if eos_id is None else ({int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id)))
+    prompts_ids = as_prompt_lists(prompts_ids)
+    longest = max(len(p) for p in prompts_ids)
+    limit = model.config.max_seq_len
+    if longest + max_new_tokens > limit:
+        raise ValueError(f"prompt ({longest} tokens) + max_new_tokens ({max_new_tokens}) exceeds "
+                         f"the model's max_seq_len={limit}; shorten one of them.")
+    outputs: list[list[int]] = [[] for _ in prompts_ids]
+    if max_new_tokens == 0:
+        return outputs
+
+    state = prefill(model, prompts_ids, pad_id, use_cache)
+    vocab = state.logits.shape[-1]
+    seen = np.zeros((len(prompts_ids), vocab), bool)    # for the repetition penalty
+    for i, p in enumerate(prompts_ids):
+        seen[i, p] = True
+    rngs = [np.random.default_rng(seed + i) for i in range(len(prompts_ids))]
+
+    for step in range(max_new_tokens):
+        rows = state.rows
+        if do_sample:
+            scores = next_token_scores(state.logits, seen[rows], temperature=temperature,
+                                       top_k=top_k, top_p=top_p,
+                                       repetition_penalty=repetition_penalty)
+            probs = softmax(scores)
+            chosen = [int(rngs[r].choice(vocab, p=probs[i])) for i, r in enumerate(rows)]
+        else:
+            scores = apply_repetition_penalty(state.logits, seen[rows], repetition_penalty)
+            chosen = [int(t) for t in np.argmax(scores, -1)]
+        keep = []
+        for i, (r, tok) in enumerate(zip(rows, chosen)):
+            outputs[r].append(tok)
+            seen[r, tok] = True
+            if tok not in eos:
+                keep.append(i)
+        if not keep or step == max_new_tokens - 1:
+            break
+        if len(keep) < len(rows):
+            state.select_rows(keep)
+            chosen = [chosen[i] for i in keep]
+        decode_step(model, state, chosen)
+    return outputs
+
+
+def generate_text(model, tokenizer, prompts, max_new_tokens: int = 32, *,
+                  include_prompt: bool = True, add_bos: bool = False, **sampling) -> list[str]:
+    """Strings in, strings out: encode, ``generate``, decode (special tokens skipped).
+
+    ``prompts`` is a str or a list of str; ``eos_id``/``pad_id`` default to the tokenizer's.
+    Returns prompt + continuation (``include_prompt=False``: the continuation only)."""
+    if isinstance(prompts, str):
+        prompts = [prompts]
+    sampling.setdefault("eos_id", tokenizer.eos_id)
+    sampling.setdefault("pad_id", tokenizer.pad_id)
+    ids = [tokenizer.encode(p, add_bos=add_bos) for p in prompts]
+    new = generate(model, ids, max_new_tokens, **sampling)
+    texts = [tokenizer.decode(n) for n in new]
+    return [p + t for p, t in zip(prompts, texts)] if include_prompt else texts

@@ -1,0 +1,450 @@
+"""Building blocks of the course's decoder-only language models (Baichuan, InternLM).
+
+One concept per Cell, nanoGPT-style:
+
+* ``RMSNorm``            — x / rms(x) * weight (no mean subtraction, no bias)
+* ``SwiGLU``             — down(silu(gate(x)) * up(x)), the LLaMA-family MLP
+* ``RotaryEmbedding``    — RoPE, Hugging Face Llama ``rotate_half`` convention
+* ``alibi_slopes``       — ALiBi's per-head slopes, Baichuan's exact ``_get_interleave`` rule
+* ``attention_bias``     — causal mask + padding mask (+ ALiBi) as one additive tensor
+* ``Attention``          — multi-head attention, fused ``W_pack`` [Q|K|V] or separate q/k/v
+* ``KVCache``            — keys/values of past tokens for incremental decoding
+* ``DecoderLayer``       — pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))
+* ``DecoderModel``/``CausalLM`` — embeddings -> N layers -> final norm -> lm_head
+
+Parameter names are exactly the Hugging Face ones (``model.layers.0.self_attn.W_pack.weight``,
+``lm_head.weight``...), so checkpoints map one to one (see ``course_lib.hf_weights``).
+
+Conventions: ``input_ids`` int32 (B, T); ``attention_mask`` (B, S) with 1 = real token,
+0 = padding, covering *all* tokens seen so far (past + current, S = past + T); logits
+float32 (B, T, V).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+import mindspore as ms
+from mindspore import Parameter, Tensor, nn, ops
+from mindspore.common.initializer import Normal, initializer
+
+# Large negative number added to forbidden attention scores. Scores are always float32
+# here, so -1e9 is safe (it would overflow float16, whose minimum is -65504).
+MASK_VALUE = -1e9
+POSITION_SCHEMES = ("alibi", "rope")
+
+
+# --------------------------------------------------------------------------------------
+# Configuration shared by every decoder-only model of the course
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DecoderConfig:
+    """Everything that fixes the architecture (and therefore every parameter shape)."""
+
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int          # SwiGLU inner width (FFN)
+    max_seq_len: int
+    position: str = "alibi"         # "alibi" (Baichuan-13B) or "rope" (Baichuan-7B, InternLM)
+    rope_base: float = 10000.0
+    rms_norm_eps: float = 1e-6
+    fused_qkv: bool = True          # Baichuan's W_pack; False = separate q_proj/k_proj/v_proj
+    qkv_bias: bool = False          # InternLM-7B: True
+    o_bias: bool = False            # InternLM-7B: True
+    init_std: float = 0.02
+    name: str = "custom"
+
+    def __post_init__(self):
+        for f in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+                  "max_seq_len"):
+            v = getattr(self, f)
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{f} must be a positive int, got {v!r}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads "
+                             f"{self.num_heads}: every head needs the same width.")
+        if self.position not in POSITION_SCHEMES:
+            raise ValueError(f"Unknown position scheme {self.position!r}; use one of "
+                             f"{POSITION_SCHEMES}.")
+        if self.position == "rope" and self.head_dim % 2:
+            raise ValueError(f"RoPE rotates pairs of features: head_dim {self.head_dim} must be even.")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    def replace(self, **changes) -> "DecoderConfig":
+        """A copy with some fields changed (the config itself is immutable)."""
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise TypeError(f"Unknown config field(s) {unknown}; known fields: {sorted(known)}")
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    # --- counting without building anything ------------------------------------------
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every parameter's Hugging Face name and shape: a shape-only walk of the model."""
+        h, f, V = self.hidden_size, self.intermediate_size, self.vocab_size
+        shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (V, h)}
+        for i in range(self.num_layers):
+            p = f"model.layers.{i}."
+            if self.fused_qkv:
+                shapes[p + "self_attn.W_pack.weight"] = (3 * h, h)
+                if self.qkv_bias:
+                    shapes[p + "self_attn.W_pack.bias"] = (3 * h,)
+            else:
+                for proj in ("q_proj", "k_proj", "v_proj"):
+                    shapes[p + f"self_attn.{proj}.weight"] = (h, h)
+                    if self.qkv_bias:
+                        shapes[p + f"self_attn.{proj}.bias"] = (h,)
+            shapes[p + "self_attn.o_proj.weight"] = (h, h)
+            if self.o_bias:
+                shapes[p + "self_attn.o_proj.bias"] = (h,)
+            shapes[p + "mlp.gate_proj.weight"] = (f, h)
+            shapes[p + "mlp.up_proj.weight"] = (f, h)
+            shapes[p + "mlp.down_proj.weight"] = (h, f)
+            shapes[p + "input_layernorm.weight"] = (h,)
+            shapes[p + "post_attention_layernorm.weight"] = (h,)
+        shapes["model.norm.weight"] = (h,)
+        shapes["lm_head.weight"] = (V, h)
+        return shapes
+
+    def num_parameters(self) -> int:
+        """Closed form: 2·V·h (embedding + untied head) + h (final norm)
+        + L·(4h² attention + 3hf SwiGLU + 2h norms + biases)."""
+        h, f, V, L = self.hidden_size, self.intermediate_size, self.vocab_size, self.num_layers
+        biases = 3 * h * self.qkv_bias + h * self.o_bias
+        return 2 * V * h + h + L * (4 * h * h + 3 * h * f + 2 * h + biases)
+
+
+# --------------------------------------------------------------------------------------
+# Small Cells
+# --------------------------------------------------------------------------------------
+def _dense(in_features: int, out_features: int, bias: bool, std: float) -> nn.Dense:
+    # Hugging Face init (normal(0, std) weights, zero bias). Created through `initializer`,
+    # so `mindspore.nn.utils.no_init_parameters()` can defer the allocation.
+    return nn.Dense(in_features, out_features, weight_init=Normal(std), bias_init="zeros",
+                    has_bias=bias)
+
+
+class TokenEmbedding(nn.Cell):
+    """Token id -> vector. The table is called ``weight`` (the Hugging Face name)."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, std: float = 0.02):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.weight = Parameter(initializer(Normal(std), (vocab_size, hidden_size), ms.float32),
+                                name="weight")
+
+    def construct(self, input_ids):
+        return ops.gather(self.weight, input_ids, 0)
+
+
+class RMSNorm(nn.Cell):
+    """Root-mean-square norm: x / sqrt(mean(x²) + eps) * weight. Computed in float32
+    (also under float16 mixed precision), like the reference Baichuan/Llama code."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = Parameter(initializer("ones", (hidden_size,), ms.float32), name="weight")
+
+    def construct(self, x):
+        dtype = x.dtype
+        x = x.astype(ms.float32)
+        variance = (x * x).mean(-1, keep_dims=True)
+        x = x * ops.rsqrt(variance + self.eps)
+        return (self.weight.astype(ms.float32) * x).astype(dtype)
+
+
+class SwiGLU(nn.Cell):
+    """The gated MLP: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False,
+                 std: float = 0.02):
+        super().__init__()
+        self.gate_proj = _dense(hidden_size, intermediate_size, bias, std)
+        self.up_proj = _dense(hidden_size, intermediate_size, bias, std)
+        self.down_proj = _dense(intermediate_size, hidden_size, bias, std)
+
+    def construct(self, x):
+        return self.down_proj(ops.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+# --------------------------------------------------------------------------------------
+# Positions: RoPE and ALiBi
+# --------------------------------------------------------------------------------------
+def rope_inverse_frequencies(head_dim: int, base: float = 10000.0) -> np.ndarray:
+    """θ_i = base^(-2i/d) for i = 0 .. d/2-1 (float32, as in Hugging Face Llama)."""
+    exponents = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / head_dim
+    return (1.0 / (np.float32(base) ** exponents)).astype(np.float32)
+
+
+def rotate_half(x):
+    """[x1, x2] -> [-x2, x1] on the last axis (Hugging Face's layout: the two halves of the
+    head are the pairs, not interleaved even/odd features)."""
+    half = x.shape[-1] // 2
+    return ops.cat((-x[..., half:], x[..., :half]), -1)
+
+
+def apply_rotary(q, k, cos, sin):
+    """Rotate queries and keys by their positions' angles: x·cos + rotate_half(x)·sin."""
+    cos, sin = cos.astype(q.dtype), sin.astype(q.dtype)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+class RotaryEmbedding(nn.Cell):
+    """Positions (B, T) -> cos, sin of shape (B, 1, T, head_dim), broadcast over heads."""
+
+    def __init__(self, head_dim: int, base: float = 10000.0):
+        super().__init__()
+        self.inv_freq = Tensor(rope_inverse_frequencies(head_dim, base))
+
+    def construct(self, positions):
+        freqs = positions.astype(ms.float32)[..., None] * self.inv_freq   # (B, T, d/2)
+        angles = ops.cat((freqs, freqs), -1)[:, None]                    # (B, 1, T, d)
+        return ops.cos(angles), ops.sin(angles)
+
+
+def alibi_slopes(num_heads: int) -> list[float]:
+    """ALiBi head slopes with the exact rule of Baichuan-13B's ``_get_interleave``.
+
+    For n a power of two the slopes are the geometric sequence start, start², ..., startⁿ
+    with start = 2^(-8/n). Otherwise take the slopes for the closest power of two c < n and
+    append every other slope of the 2c-head sequence (the odd powers) until n are there.
+    """
+    if not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
+
+    def power_of_two(n):
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if num_heads & (num_heads - 1) == 0:
+        return power_of_two(num_heads)
+    closest = 2 ** int(math.floor(math.log2(num_heads)))
+    return power_of_two(closest) + alibi_slopes(2 * closest)[0::2][: num_heads - closest]
+
+
+def causal_allowed(query_len: int, key_len: int):
+    """Bool (T, S): query i (the token at slot S-T+i) may see key j iff j <= S-T+i."""
+    past = key_len - query_len
+    q = ops.arange(query_len, dtype=ms.int32)[:, None] + past
+    k = ops.arange(key_len, dtype=ms.int32)[None, :]
+    return k <= q
+
+
+def positions_from_mask(attention_mask):
+    """Position of each token counting only real tokens: left padding does not shift
+    the positions (pads get position 0, they are masked anyway)."""
+    return ops.clamp(ops.cumsum(attention_mask.astype(ms.int32), -1) - 1, min=0)
+
+
+def attention_bias(query_len: int, key_len: int, attention_mask=None, slopes=None):
+    """One additive float32 bias (B|1, H|1, T, S) for the attention scores:
+    0 where attention is allowed, MASK_VALUE where it is not (future tokens, padding),
+    plus, with ALiBi, ``slope_h * (pos_key - pos_query)`` (<= 0: farther = more penalised).
+
+    Baichuan-13B's code adds ``slope_h * pos_key``; the two differ by a constant per query
+    row, which softmax ignores, so the attention weights are the same.
+    """
+    allowed = causal_allowed(query_len, key_len)[None, None]            # (1, 1, T, S)
+    if attention_mask is None:
+        positions = ops.arange(key_len, dtype=ms.int32)[None]           # (1, S)
+    else:
+        allowed = ops.logical_and(allowed, attention_mask[:, None, None, :].astype(ms.bool_))
+        positions = positions_from_mask(attention_mask)                  # (B, S)
+    bias = ops.where(allowed, ops.zeros((), ms.float32), ops.full((), MASK_VALUE, dtype=ms.float32))
+    if slopes is not None:
+        pos_k = positions[:, None, None, :].astype(ms.float32)
+        pos_q = positions[:, key_len - query_len:][:, None, :, None].astype(ms.float32)
+        bias = bias + slopes[None, :, None, None] * (pos_k - pos_q)
+    return bias
+
+
+def attention_weights(q, k, bias, scale: float):
+    """softmax(q·kᵀ·scale + bias) over keys, in float32. q (B,H,T,d), k (B,H,S,d)."""
+    scores = ops.matmul(q, k.swapaxes(-1, -2)).astype(ms.float32) * scale + bias
+    return ops.softmax(scores, -1)
+
+
+# --------------------------------------------------------------------------------------
+# KV cache
+# --------------------------------------------------------------------------------------
+class KVCache:
+    """Keys and values of every token processed so far, per layer, shape (B, H, S, d).
+
+    Decoding token t then costs one row of attention instead of recomputing all t rows.
+    ``select_rows`` drops finished sequences from the batch (dynamic batching)."""
+
+    def __init__(self, num_layers: int):
+        self.keys: list = [None] * num_layers
+        self.values: list = [None] * num_layers
+
+    @property
+    def seq_len(self) -> int:
+        return 0 if self.keys[0] is None else int(self.keys[0].shape[2])
+
+    @property
+    def batch_size(self) -> int:
+        return 0 if self.keys[0] is None else int(self.keys[0].shape[0])
+
+    def update(self, layer: int, k, v):
+        """Append this step's keys/values for ``layer``; return all of them."""
+        if self.keys[layer] is not None:
+            k = ops.cat((self.keys[layer], k), 2)
+            v = ops.cat((self.values[layer], v), 2)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+    def select_rows(self, rows) -> "KVCache":
+        """Keep only batch rows ``rows`` (in that order), e.g. after some sequences ended."""
+        idx = Tensor(np.asarray(rows, dtype=np.int32))
+        self.keys = [None if t is None else ops.gather(t, idx, 0) for t in self.keys]
+        self.values = [None if t is None else ops.gather(t, idx, 0) for t in self.values]
+        return self
+
+    def nbytes(self) -> int:
+        return sum(int(t.nbytes) for t in self.keys + self.values if t is not None)
+
+
+# --------------------------------------------------------------------------------------
+# Attention, decoder layer, model
+# --------------------------------------------------------------------------------------
+class Attention(nn.Cell):
+    """Multi-head self-attention (every head has its own K and V: plain MHA, no GQA).
+
+    ``fused_qkv=True`` is Baichuan's ``W_pack``: one Linear(h, 3h) whose output is the
+    contiguous blocks [Q | K | V]; otherwise separate ``q_proj``/``k_proj``/``v_proj``.
+    Positions enter either through ``cos``/``sin`` (RoPE, rotating q and k) or through the
+    ALiBi term already inside ``bias`` — the Cell does not need to know which.
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int, fused_qkv: bool = True,
+                 qkv_bias: bool = False, o_bias: bool = False, std: float = 0.02):
+        super().__init__()
+        self.hidden_size, self.num_heads = hidden_size, num_heads
+        self.head_dim = hidden_size // num_heads
+        self.scale = 1.0 / math.sqrt(self.head_dim)
+        self.fused_qkv = fused_qkv
+        if fused_qkv:
+            self.W_pack = _dense(hidden_size, 3 * hidden_size, qkv_bias, std)
+        else:
+            self.q_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
+            self.k_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
+            self.v_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
+        self.o_proj = _dense(hidden_size, hidden_size, o_bias, std)
+
+    def project_qkv(self, x):
+        if self.fused_qkv:
+            return ops.split(self.W_pack(x), self.hidden_size, -1)   # [Q | K | V]
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+
+    def _heads(self, t, batch, length):
+        return t.reshape(batch, length, self.num_heads, self.head_dim).swapaxes(1, 2)
+
+    def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
+        batch, length, _ = x.shape
+        q, k, v = self.project_qkv(x)
+        q, k, v = (self._heads(t, batch, length) for t in (q, k, v))  # (B, H, T, d)
+        if cos is not None:
+            q, k = apply_rotary(q, k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(layer_idx, k, v)                      # (B, H, S, d)
+        probs = attention_weights(q, k, bias, self.scale).astype(v.dtype)
+        out = ops.matmul(probs, v).swapaxes(1, 2).reshape(batch, length, self.hidden_size)
+        return self.o_proj(out)
+
+
+class DecoderLayer(nn.Cell):
+    """Pre-norm transformer block: x + attn(norm(x)); then x + mlp(norm(x))."""
+
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        c = config
+        self.self_attn = Attention(c.hidden_size, c.num_heads, c.fused_qkv, c.qkv_bias,
+                                   c.o_bias, c.init_std)
+        self.mlp = SwiGLU(c.hidden_size, c.intermediate_size, False, c.init_std)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+
+    def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
+        x = x + self.self_attn(self.input_layernorm(x), bias, cos, sin, cache, layer_idx)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class DecoderModel(nn.Cell):
+    """Token embeddings -> ``num_layers`` decoder layers -> final RMSNorm (hidden states)."""
+
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = TokenEmbedding(config.vocab_size, config.hidden_size, config.init_std)
+        self.layers = nn.CellList([DecoderLayer(config) for _ in range(config.num_layers)])
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        if config.position == "alibi":
+            self.slopes = Tensor(np.asarray(alibi_slopes(config.num_heads), np.float32))
+        else:
+            self.slopes = None
+            self.rotary = RotaryEmbedding(config.head_dim, config.rope_base)
+
+    def construct(self, input_ids, attention_mask=None, cache=None):
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be 2-D (batch, seq_len), got shape {input_ids.shape}. "
+                             "Wrap a single sequence as [ids].")
+        batch, length = input_ids.shape
+        past = 0 if cache is None else cache.seq_len
+        total = past + length
+        if total > self.config.max_seq_len:
+            raise ValueError(f"{total} tokens exceed max_seq_len={self.config.max_seq_len}; "
+                             "shorten the input or build the model with a larger max_seq_len.")
+        if attention_mask is not None and attention_mask.shape != (batch, total):
+            raise ValueError(f"attention_mask must have shape (batch, past + seq_len) = "
+                             f"({batch}, {total}), got {attention_mask.shape}.")
+        bias = attention_bias(length, total, attention_mask, self.slopes)
+        cos, sin = None, None
+        if self.slopes is None:
+            if attention_mask is None:
+                positions = ops.arange(past, total, dtype=ms.int32)[None]
+            else:
+                positions = positions_from_mask(attention_mask)[:, past:]
+            cos, sin = self.rotary(positions)
+        h = self.embed_tokens(input_ids)
+        for i, layer in enumerate(self.layers):
+            h = layer(h, bias, cos, sin, cache, i)
+        return self.norm(h)
+
+
+class CausalLM(nn.Cell):
+    """Decoder + untied ``lm_head``: ``model(input_ids) -> logits`` float32 (B, T, V).
+
+    ``model(input_ids, attention_mask=mask, cache=cache)`` continues from the tokens
+    already in ``cache`` (see ``course_lib.generation``); ``last_only=True`` computes the
+    logits of the last position only (all that decoding needs).
+    """
+
+    config_class = DecoderConfig
+
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        if not isinstance(config, self.config_class):
+            raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, "
+                            f"got {type(config).__name__}.")
+        self.config = config
+        self.model = DecoderModel(config)
+        self.lm_head = _dense(config.hidden_size, config.vocab_size, False, config.init_std)
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.config.num_layers)
+
+    def construct(self, input_ids, attention_mask=None, cache=None, last_only=False):
+        h = self.model(input_ids, attention_mask, cache)
+        if last_only:
+            h = h[:, -1:]
+        return self.lm_head(h).astype(ms.float32)

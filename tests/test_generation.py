@@ -1,0 +1,151 @@
+"""course_lib.generation: logits processors vs Hugging Face's, batched left-padded
+generation == one prompt at a time, KV cache on == off, EOS, seeds, dynamic batching."""
+import numpy as np
+import pytest
+import torch
+import mindspore as ms
+
+from course_lib import baichuan, internlm
+from course_lib.baichuan import BaichuanForCausalLM
+from course_lib.generation import (apply_repetition_penalty, apply_top_k, apply_top_p,
+                                   decode_step, generate, generate_text, left_pad, prefill)
+from course_lib.internlm import InternLMForCausalLM
+
+PROMPTS = [[11, 12, 13, 14, 15, 16, 17], [20, 21], [30, 31, 32, 33]]
+
+
+@pytest.fixture(scope="module")
+def alibi_model():
+    import course_lib as cl
+    cl.seed_everything(0)
+    return BaichuanForCausalLM(baichuan.tiny(hidden_size=32, num_layers=2, num_heads=4))
+
+
+@pytest.fixture(scope="module")
+def rope_model():
+    import course_lib as cl
+    cl.seed_everything(0)
+    return InternLMForCausalLM(internlm.tiny(hidden_size=32, num_layers=2, num_heads=4))
+
+
+# ------------------------------------------------------------ processors vs transformers
+def _scores(seed=0, shape=(3, 50)):
+    return np.random.default_rng(seed).normal(0, 2, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("k", [1, 5, 20])
+def test_top_k_matches_hf(k):
+    from transformers.generation.logits_process import TopKLogitsWarper
+    s = _scores(k)
+    ref = TopKLogitsWarper(k)(None, torch.from_numpy(s)).numpy()
+    np.testing.assert_array_equal(apply_top_k(s, k), ref)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9, 0.99])
+def test_top_p_matches_hf(p):
+    from transformers.generation.logits_process import TopPLogitsWarper
+    s = _scores(int(p * 100))
+    ref = TopPLogitsWarper(p)(None, torch.from_numpy(s)).numpy()
+    np.testing.assert_array_equal(np.isinf(apply_top_p(s, p)), np.isinf(ref))
+
+
+def test_repetition_penalty_matches_hf():
+    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+    s = _scores(7)
+    ids = np.array([[1, 4, 4, 9], [0, 2, 3, 49], [5, 6, 7, 8]])
+    seen = np.zeros_like(s, bool)
+    for r, row in enumerate(ids):
+        seen[r, row] = True
+    ref = RepetitionPenaltyLogitsProcessor(1.3)(torch.from_numpy(ids), torch.from_numpy(s)).numpy()
+    np.testing.assert_allclose(apply_repetition_penalty(s, seen, 1.3), ref, rtol=1e-6)
+
+
+# ------------------------------------------------------------ batching and the cache
+def test_left_pad_layout():
+    ids, mask = left_pad([[1, 2, 3], [4]], pad_id=0)
+    np.testing.assert_array_equal(ids, [[1, 2, 3], [0, 0, 4]])
+    np.testing.assert_array_equal(mask, [[1, 1, 1], [0, 0, 1]])
+
+
+@pytest.mark.parametrize("which", ["alibi", "rope"])
+def test_padded_prefill_logits_equal_unpadded(which, alibi_model, rope_model):
+    model = alibi_model if which == "alibi" else rope_model
+    batched = prefill(model, PROMPTS).logits
+    for i, p in enumerate(PROMPTS):
+        np.testing.assert_allclose(batched[i], prefill(model, [p]).logits[0], atol=2e-5)
+
+
+@pytest.mark.parametrize("which", ["alibi", "rope"])
+def test_batched_greedy_equals_unbatched_and_cache_equals_no_cache(which, alibi_model, rope_model):
+    model = alibi_model if which == "alibi" else rope_model
+    batched = generate(model, PROMPTS, 6)
+    alone = [generate(model, [p], 6)[0] for p in PROMPTS]
+    no_cache = generate(model, PROMPTS, 6, use_cache=False)
+    assert batched == alone == no_cache
+    assert all(len(o) == 6 for o in batched)
+
+
+def test_decode_steps_equal_full_recompute_after_rows_leave(alibi_model):
+    # Dynamic batching: drop the middle row, keep decoding the others from the cache.
+    cached = prefill(alibi_model, PROMPTS, use_cache=True)
+    fresh = prefill(alibi_model, PROMPTS, use_cache=False)
+    for state in (cached, fresh):
+        decode_step(alibi_model, state, [100, 101, 102])
+        state.select_rows([0, 2])
+        decode_step(alibi_model, state, [103, 104])
+    assert cached.rows == [0, 2]
+    np.testing.assert_allclose(cached.logits, fresh.logits, atol=2e-5)
+    alone = prefill(alibi_model, [PROMPTS[2] + [102, 104]]).logits[0]
+    np.testing.assert_allclose(cached.logits[1], alone, atol=2e-5)
+
+
+def test_eos_stops_a_row_and_is_returned(alibi_model):
+    first = generate(alibi_model, PROMPTS, 5)
+    eos = first[1][2]                    # the third token row 1 would produce
+    out = generate(alibi_model, PROMPTS, 5, eos_id=eos)
+    assert out[1] == first[1][:first[1].index(eos) + 1]
+    for o, f in zip(out, first):         # every row stops at its first eos
+        cut = f.index(eos) + 1 if eos in f else len(f)
+        assert o == f[:cut]
+
+
+def test_sampling_is_seeded_and_top_k_1_is_greedy(alibi_model):
+    kw = dict(do_sample=True, temperature=0.9, top_k=40, top_p=0.95, repetition_penalty=1.1)
+    a = generate(alibi_model, PROMPTS, 5, seed=3, **kw)
+    assert a == generate(alibi_model, PROMPTS, 5, seed=3, **kw)
+    assert a != generate(alibi_model, PROMPTS, 5, seed=4, **kw)
+    assert generate(alibi_model, PROMPTS, 5, do_sample=True, top_k=1, seed=5) == \
+        generate(alibi_model, PROMPTS, 5)
+
+
+def test_repetition_penalty_changes_greedy_output_and_penalises_repeats(alibi_model):
+    plain = generate(alibi_model, [PROMPTS[0]], 12)[0]
+    penal = generate(alibi_model, [PROMPTS[0]], 12, repetition_penalty=5.0)[0]
+    repeats = lambda seq: len(seq) - len(set(seq))  # noqa: E731
+    assert repeats(penal) <= repeats(plain)
+    assert not set(penal) & set(PROMPTS[0])
+
+
+def test_generate_text_roundtrip_and_restores_graph_mode(alibi_model, tokenizer):
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        texts = generate_text(alibi_model, tokenizer, ["人民日报", "经济"], max_new_tokens=4)
+        assert ms.get_context("mode") == ms.GRAPH_MODE
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    assert texts[0].startswith("人民日报") and texts[1].startswith("经济")
+    only = generate_text(alibi_model, tokenizer, "经济", max_new_tokens=4, include_prompt=False)
+    assert texts[1] == "经济" + only[0]
+
+
+def test_errors_say_what_to_do(alibi_model):
+    with pytest.raises(ValueError, match="at least one token"):
+        generate(alibi_model, [[1, 2], []], 3)
+    with pytest.raises(ValueError, match="list of token-id lists"):
+        generate(alibi_model, [1, 2, 3], 3)
+    with pytest.raises(ValueError, match="temperature"):
+        generate(alibi_model, PROMPTS, 3, do_sample=True, temperature=0)
+    with pytest.raises(ValueError, match="top_p"):
+        generate(alibi_model, PROMPTS, 3, top_p=1.5)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        generate(alibi_model, PROMPTS, 10_000)

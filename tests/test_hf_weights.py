@@ -1,0 +1,176 @@
+"""Hugging Face-layout checkpoints: round trips (single file, sharded, bf16, torch .bin)
+and bad checkpoints that must fail with errors saying what to do."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from mindspore import Tensor
+
+from course_lib import baichuan, internlm
+from course_lib.baichuan import BaichuanForCausalLM
+from course_lib.hf_weights import (CheckpointError, config_from_hf, convert_torch_checkpoint,
+                                   fuse_qkv, hf_config, load_pretrained, load_state_dict,
+                                   load_weights, read_safetensors, save_pretrained,
+                                   split_w_pack, state_dict)
+from course_lib.internlm import InternLMForCausalLM
+
+IDS = Tensor(np.arange(1, 13, dtype=np.int32).reshape(2, 6))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return BaichuanForCausalLM(baichuan.tiny(hidden_size=32, num_heads=4))
+
+
+@pytest.fixture(scope="module")
+def ckpt(model, tmp_path_factory):
+    return save_pretrained(model, tmp_path_factory.mktemp("ckpt") / "tiny")
+
+
+def test_save_writes_hf_names_and_config(ckpt, model):
+    names = set(read_safetensors(ckpt / "model.safetensors"))
+    assert "model.layers.0.self_attn.W_pack.weight" in names and "lm_head.weight" in names
+    assert names == set(model.config.parameter_shapes())
+    cfg = json.loads((ckpt / "config.json").read_text())
+    assert cfg["model_type"] == "baichuan" and cfg["position_embedding"] == "alibi"
+
+
+def test_round_trip_reproduces_logits(ckpt, model):
+    loaded = load_pretrained(ckpt)
+    assert loaded.config == model.config
+    np.testing.assert_array_equal(loaded(IDS).asnumpy(), model(IDS).asnumpy())
+
+
+def test_sharded_checkpoint_with_index(model, tmp_path):
+    paths = save_pretrained(model, tmp_path / "sh", max_shard_bytes=200_000)
+    index = json.loads((tmp_path / "sh" / "model.safetensors.index.json").read_text())
+    shards = set(index["weight_map"].values())
+    assert len(shards) > 1 and paths == tmp_path / "sh"
+    fresh = BaichuanForCausalLM(model.config)
+    load_weights(fresh, tmp_path / "sh")
+    np.testing.assert_array_equal(fresh(IDS).asnumpy(), model(IDS).asnumpy())
+    (tmp_path / "sh" / sorted(shards)[-1]).unlink()
+    with pytest.raises(CheckpointError, match="missing"):
+        load_state_dict(tmp_path / "sh")
+
+
+def test_bf16_and_fp16_files_are_read_exactly(tmp_path):
+    from safetensors.torch import save_file
+    t = torch.randn(5, 7)
+    save_file({"a": t.to(torch.bfloat16), "b": t.half()}, str(tmp_path / "x.safetensors"))
+    got = read_safetensors(tmp_path / "x.safetensors")
+    np.testing.assert_array_equal(got["a"], t.to(torch.bfloat16).float().numpy())
+    np.testing.assert_array_equal(got["b"], t.half().numpy())
+
+
+def test_torch_bin_conversion(model, tmp_path):
+    src = tmp_path / "bin"
+    src.mkdir()
+    sd = state_dict(model)
+    names = sorted(sd)
+    half = len(names) // 2
+    for i, part in enumerate((names[:half], names[half:]), 1):   # two .bin shards, bf16
+        torch.save({k: torch.from_numpy(sd[k]).to(torch.bfloat16) for k in part},
+                   src / f"pytorch_model-0000{i}-of-00002.bin")
+    (src / "config.json").write_text(json.dumps(hf_config(model.config)))
+    with pytest.raises(CheckpointError, match="convert_torch_checkpoint"):
+        load_state_dict(src)
+    dst = convert_torch_checkpoint(src, tmp_path / "st")
+    loaded = load_pretrained(dst)
+    ref = {k: torch.from_numpy(v).to(torch.bfloat16).float().numpy() for k, v in sd.items()}
+    for k, v in state_dict(loaded).items():
+        np.testing.assert_array_equal(v, ref[k])
+
+
+def test_fuse_and_split_are_inverse(model):
+    sd = state_dict(model)
+    split = split_w_pack(sd)
+    assert "model.layers.0.self_attn.q_proj.weight" in split and not any("W_pack" in k for k in split)
+    back = fuse_qkv(split)
+    assert set(back) == set(sd)
+    for k in sd:
+        np.testing.assert_array_equal(back[k], sd[k])
+
+
+# ------------------------------------------------------------------ bad checkpoints
+def test_missing_key(model):
+    sd = state_dict(model)
+    del sd["model.layers.1.mlp.up_proj.weight"]
+    with pytest.raises(CheckpointError, match=r"1 missing key.*up_proj"):
+        load_weights(BaichuanForCausalLM(model.config), sd)
+
+
+def test_extra_key(model):
+    sd = state_dict(model)
+    sd["model.layers.9.mlp.up_proj.weight"] = sd["model.layers.1.mlp.up_proj.weight"]
+    with pytest.raises(CheckpointError, match=r"unexpected key.*more layers"):
+        load_weights(BaichuanForCausalLM(model.config), sd)
+
+
+def test_wrong_shape(model):
+    other = BaichuanForCausalLM(baichuan.tiny(hidden_size=64, num_heads=4))
+    with pytest.raises(CheckpointError, match=r"wrong shape.*another configuration"):
+        load_weights(other, state_dict(model))
+
+
+def test_wrong_family_both_ways(model):
+    intern = InternLMForCausalLM(internlm.tiny(hidden_size=32, num_heads=4))
+    with pytest.raises(CheckpointError, match=r"Baichuan-format.*split_w_pack"):
+        load_weights(intern, state_dict(model))
+    with pytest.raises(CheckpointError, match=r"InternLM/Llama format.*fuse_qkv"):
+        load_weights(BaichuanForCausalLM(model.config), state_dict(intern))
+
+
+def test_integer_tensor_rejected(model):
+    sd = state_dict(model)
+    sd["model.norm.weight"] = sd["model.norm.weight"].astype(np.int64)
+    with pytest.raises(CheckpointError, match="not floating point"):
+        load_weights(BaichuanForCausalLM(model.config), sd)
+
+
+def test_truncated_and_garbage_files(ckpt, tmp_path):
+    data = (ckpt / "model.safetensors").read_bytes()
+    (tmp_path / "cut.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated"):
+        read_safetensors(tmp_path / "cut.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00hello")
+    with pytest.raises(CheckpointError, match="unreadable header"):
+        read_safetensors(tmp_path / "junk.safetensors")
+    with pytest.raises(FileNotFoundError, match="No checkpoint"):
+        load_state_dict(tmp_path / "nowhere")
+
+
+def test_failed_load_leaves_the_model_untouched(model):
+    target = BaichuanForCausalLM(model.config)
+    before = state_dict(target)
+    sd = state_dict(model)
+    sd["lm_head.weight"] = sd["lm_head.weight"][:, :5]
+    with pytest.raises(CheckpointError):
+        load_weights(target, sd)
+    for k, v in state_dict(target).items():
+        np.testing.assert_array_equal(v, before[k])
+
+
+# ------------------------------------------------------------------ configs
+def test_config_from_real_style_config_json():
+    b13 = {"model_type": "baichuan", "hidden_size": 5120, "intermediate_size": 13696,
+           "num_attention_heads": 40, "num_hidden_layers": 40, "vocab_size": 64000,
+           "model_max_length": 4096, "rms_norm_eps": 1e-6}
+    assert config_from_hf(b13).num_parameters() == 13_264_901_120
+    assert config_from_hf(b13).position == "alibi"
+    b7 = {"model_type": "baichuan", "hidden_size": 4096, "intermediate_size": 11008,
+          "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 64000,
+          "max_position_embeddings": 4096, "rms_norm_eps": 1e-6}
+    assert config_from_hf(b7).position == "rope"
+    assert config_from_hf(b7).num_parameters() == 7_000_559_616
+    gqa = dict(b7, model_type="llama", num_key_value_heads=8)
+    with pytest.raises(CheckpointError, match="grouped-query"):
+        config_from_hf(gqa)
+    with pytest.raises(CheckpointError, match="Unknown model_type"):
+        config_from_hf(dict(b7, model_type="gpt2"))
+
+
+def test_config_json_round_trip_for_both_families():
+    for cfg in (baichuan.tiny(), baichuan.baichuan_7b(), internlm.internlm_7b(), internlm.tiny()):
+        assert config_from_hf(hf_config(cfg)) == cfg
