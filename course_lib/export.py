@@ -83,7 +83,7 @@ class ExportedLM:
         self.graph = graph
         self.input_shape = tuple(input_shape)
         self.path = path
-        self.model = Model(graph)
+        self.runner = Model(graph)
 
     def _check(self, input_ids):
         shape = tuple(input_ids.shape)
@@ -100,7 +100,7 @@ class ExportedLM:
 
     def predict(self, input_ids):
         self._check(input_ids)
-        return self.model.predict(input_ids)
+        return self.runner.predict(input_ids)
 
 
 def load_mindir(path) -> ExportedLM:
@@ -155,13 +155,12 @@ class SentimentPipeline:
         if max_len is None or batch_size is None:
             raise ValueError("A live model needs max_len and batch_size.")
         self.max_len, self.batch_size = int(max_len), int(batch_size)
-        self.fixed = shape is not None
         self._forward = lm.predict if (use_model_predict and hasattr(lm, "predict")) else lm
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         """(N, 2) log-probabilities of the answers (负面, 正面)."""
         return answer_logprobs(self._forward, self.tokenizer, list(texts), self.max_len,
-                               self.batch_size, fixed_batch=self.fixed)
+                               self.batch_size, fixed_batch=True)
 
     def __call__(self, texts):
         single = isinstance(texts, str)

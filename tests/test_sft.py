@@ -123,6 +123,9 @@ def test_scores_of_a_real_causal_lm_do_not_depend_on_padding(tokenizer):
                                      intermediate_size=64, max_seq_len=128))
     texts = [t for t, _ in REVIEWS]
     got = sft.answer_logprobs(model, tokenizer, texts, max_len=64, batch_size=4)
+    eager = sft.answer_logprobs(model, tokenizer, texts, max_len=64, batch_size=5,
+                                mode="pynative")
+    np.testing.assert_allclose(got, eager, rtol=1e-5, atol=1e-4)
     for i, text in enumerate(texts):
         for j, answer in enumerate(LABELS):
             ids, mask = tokenizer.encode_chat(sft.instruction(text), answer)

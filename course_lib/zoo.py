@@ -1,0 +1,318 @@
+"""The course's small model zoo: trained once, cached, reused by every chapter.
+
+    model, tok, info = load_or_train("internlm-tiny")                 # news-pretrained base
+    model, tok, info = load_or_train("internlm-tiny-sentiment-lora")  # base + LoRA adapter
+
+The first call trains (through ``LLMTrainer``, GRAPH mode, seeded) and stores the result in
+``cl.cache_dir("zoo")``; later calls — in any notebook — just load it. The cache key is a
+hash of everything that changes the result: the model config, the recipe (steps, batch,
+lr, ...), the scale (``COURSE_SCALE``) and the tokenizer's vocabulary. Change any of them
+and a new entry is trained; nothing stale is ever reused.
+
+* ``internlm-tiny``: InternLM architecture (``course_lib.internlm.tiny()``: hidden 128,
+  2 layers, 4 heads, vocab 8000) pretrained on the People's Daily news corpus.
+* ``internlm-tiny-sentiment-lora``: that base plus a LoRA adapter (r=8 on q_proj and
+  v_proj) fine-tuned on the review-sentiment SFT data (``course_lib.sft``); only the
+  adapter (a few hundred KB) is cached, the base comes from the entry above.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .runtime import cache_dir, seed_everything
+from .scale import current_scale, pick
+
+ZOO_FORMAT = "course_lib.zoo/1"
+BASE = "internlm-tiny"
+SENTIMENT_LORA = "internlm-tiny-sentiment-lora"
+NAMES = (BASE, SENTIMENT_LORA)
+
+
+# --------------------------------------------------------------------------------------
+# Recipes (sizes read at call time, so COURSE_SCALE set in a test/notebook is honoured)
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PretrainRecipe:
+    steps: int
+    batch_size: int
+    block_size: int
+    max_docs: int               # news training documents tokenised for the run
+    lr: float = 3e-3
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    clip: float = 1.0
+    seed: int = 0
+    config: dict = field(default_factory=dict)   # overrides of internlm.tiny()
+
+
+@dataclass(frozen=True)
+class LoRARecipe:
+    steps: int
+    batch_size: int
+    max_len: int
+    train_examples: int
+    r: int = 8
+    alpha: float = 16.0
+    targets: tuple = ("q_proj", "v_proj")
+    lr: float = 2e-3
+    warmup_steps: int = 10
+    seed: int = 0
+
+
+def pretrain_recipe(**overrides) -> PretrainRecipe:
+    r = PretrainRecipe(steps=pick(ci=60, full=1200), batch_size=pick(ci=8, full=16),
+                       block_size=pick(ci=64, full=128), max_docs=pick(ci=1500, full=20000),
+                       warmup_steps=pick(ci=6, full=60))
+    return replace(r, **overrides) if overrides else r
+
+
+def lora_recipe(**overrides) -> LoRARecipe:
+    r = LoRARecipe(steps=pick(ci=60, full=400), batch_size=pick(ci=8, full=16),
+                   max_len=pick(ci=64, full=96), train_examples=pick(ci=480, full=13890),
+                   warmup_steps=pick(ci=6, full=20))
+    return replace(r, **overrides) if overrides else r
+
+
+def base_config(recipe: PretrainRecipe):
+    from .internlm import tiny
+    return tiny(**recipe.config)
+
+
+# --------------------------------------------------------------------------------------
+# Cache bookkeeping
+# --------------------------------------------------------------------------------------
+@dataclass
+class ZooInfo:
+    name: str
+    key: str
+    path: Path
+    trained_now: bool
+    recipe: dict
+    history: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)
+    train_seconds: float = 0.0
+
+    def __str__(self) -> str:
+        how = "trained now" if self.trained_now else "loaded from cache"
+        extra = ", ".join(f"{k} {v:.4g}" for k, v in self.metrics.items())
+        return f"{self.name} [{self.key}] {how}" + (f" ({extra})" if extra else "")
+
+
+def _tokenizer_digest(tokenizer) -> str:
+    vocab = sorted(tokenizer.backend.get_vocab().items())
+    return hashlib.sha1(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()[:12]
+
+
+def cache_key(name: str, recipe, tokenizer, parent_key: str = "") -> str:
+    payload = {"format": ZOO_FORMAT, "name": name, "recipe": _jsonable(asdict(recipe)),
+               "scale": current_scale(), "tokenizer": _tokenizer_digest(tokenizer),
+               "parent": parent_key}
+    if isinstance(recipe, PretrainRecipe):
+        payload["config"] = base_config(recipe).to_dict()
+    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _jsonable(d):
+    return json.loads(json.dumps(d, default=list))
+
+
+def _paths(name: str, key: str, suffix: str) -> tuple[Path, Path]:
+    root = cache_dir("zoo")
+    return root / f"{name}-{key}{suffix}", root / f"{name}-{key}.json"
+
+
+def _write_atomic(path: Path, writer) -> None:
+    """Write to a temporary name, then rename: a notebook interrupted mid-write (or two
+    notebooks training the same entry at once) never leaves a torn file behind."""
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")   # keeps the suffix (.ckpt)
+    try:
+        writer(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _progress(total: int, desc: str):
+    """A tqdm bar as a MindSpore Callback (the trainer fires on_train_step_end)."""
+    from mindspore.train import Callback
+    from tqdm.auto import tqdm
+
+    class Bar(Callback):
+        def on_train_begin(self, run_context):
+            self.bar = tqdm(total=total, desc=desc, leave=False)
+
+        def on_train_step_end(self, run_context):
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{run_context.original_args()['loss']:.3f}")
+
+        def on_train_end(self, run_context):
+            self.bar.close()
+
+    return Bar()
+
+
+# --------------------------------------------------------------------------------------
+# Building, training, loading
+# --------------------------------------------------------------------------------------
+def new_base(recipe: PretrainRecipe | None = None):
+    """An untrained InternLM-tiny of the recipe's config (seeded init)."""
+    from .internlm import InternLMForCausalLM
+    recipe = recipe or pretrain_recipe()
+    seed_everything(recipe.seed)
+    return InternLMForCausalLM(base_config(recipe))
+
+
+def _pretrain(recipe: PretrainRecipe, tokenizer, progress: bool):
+    from .data import news_splits
+    from .pipelines import lm_dataset
+    from .trainer import LLMTrainer
+
+    model = new_base(recipe)
+    splits = news_splits()
+    train = lm_dataset(splits.train[: recipe.max_docs], tokenizer, recipe.block_size,
+                       recipe.batch_size, shuffle=True, seed=recipe.seed)
+    val = lm_dataset(splits.validation[: max(1, recipe.max_docs // 10)], tokenizer,
+                     recipe.block_size, recipe.batch_size, shuffle=False)
+    callbacks = [_progress(recipe.steps, "pretrain internlm-tiny")] if progress else []
+    trainer = LLMTrainer(model, train, val, lr=recipe.lr, steps=recipe.steps,
+                         warmup_steps=recipe.warmup_steps, weight_decay=recipe.weight_decay,
+                         clip=recipe.clip, callbacks=callbacks, mode="graph",
+                         data_seed=recipe.seed, eval_batches=8)
+    start = time.perf_counter()
+    history = trainer.train()
+    seconds = time.perf_counter() - start
+    metrics = {"train_loss_last10": float(np.mean(history["loss"][-10:])), **{
+        f"val_{k}": v for k, v in trainer.evaluate().items()}}
+    model.set_train(False)
+    return model, {"loss": history["loss"], "lr": history["lr"]}, metrics, seconds
+
+
+def _load_weights(model, path: Path) -> None:
+    import mindspore as ms
+    params = ms.load_checkpoint(str(path))
+    not_loaded, unused = ms.load_param_into_net(model, params, strict_load=True)
+    if not_loaded or unused:
+        raise ValueError(f"{path} does not fit the model (missing {not_loaded[:3]}, "
+                         f"unexpected {unused[:3]}).")
+
+
+def _read_info(meta: Path) -> dict | None:
+    try:
+        return json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def load_base(tokenizer=None, *, retrain: bool = False, progress: bool = True, **overrides):
+    """The news-pretrained InternLM-tiny: ``(model, tokenizer, ZooInfo)``."""
+    import mindspore as ms
+    from .tokenizer import load_tokenizer
+
+    tokenizer = tokenizer or load_tokenizer()
+    recipe = pretrain_recipe(**overrides)
+    key = cache_key(BASE, recipe, tokenizer)
+    ckpt, meta = _paths(BASE, key, ".ckpt")
+    saved = None if retrain else _read_info(meta)
+    if saved is not None and ckpt.is_file():
+        model = new_base(recipe)
+        try:
+            _load_weights(model, ckpt)
+            model.set_train(False)
+            return model, tokenizer, ZooInfo(BASE, key, ckpt, False, saved["recipe"],
+                                             saved["history"], saved["metrics"],
+                                             saved["train_seconds"])
+        except Exception as err:  # torn/corrupt cache entry: say so and rebuild it
+            print(f"zoo: cached {ckpt.name} is unreadable ({type(err).__name__}); retraining.")
+    model, history, metrics, seconds = _pretrain(recipe, tokenizer, progress)
+    _write_atomic(ckpt, lambda tmp: ms.save_checkpoint(model, str(tmp)))
+    info = ZooInfo(BASE, key, ckpt, True, _jsonable(asdict(recipe)), history, metrics, seconds)
+    _write_atomic(meta, lambda tmp: tmp.write_text(json.dumps(
+        {"recipe": info.recipe, "history": history, "metrics": metrics,
+         "train_seconds": seconds}), encoding="utf-8"))
+    return model, tokenizer, info
+
+
+def sentiment_examples(n_train: int | None = None, n_eval: int | None = None):
+    """(train, validation, test) lists of (review, label) from ``review_splits()``; the
+    first ``n`` of each split (the splits are already shuffled, so these are random)."""
+    from .data import review_splits
+    s = review_splits()
+    return (s.train[:n_train], s.validation[:n_eval], s.test[:n_eval])
+
+
+def train_sentiment_lora(model, tokenizer, recipe: LoRARecipe | None = None, *,
+                         progress: bool = True):
+    """Inject LoRA into ``model`` and fine-tune the adapters on the review SFT data.
+    Returns ``(trainer, report, history)``; the model is changed in place."""
+    from .lora import inject_lora, lora_parameters
+    from .sft import sft_dataset
+    from .trainer import LLMTrainer
+
+    recipe = recipe or lora_recipe()
+    seed_everything(recipe.seed)
+    report = inject_lora(model, list(recipe.targets), r=recipe.r, alpha=recipe.alpha)
+    train, _, _ = sentiment_examples(recipe.train_examples)
+    data = sft_dataset(tokenizer, train, recipe.max_len, recipe.batch_size, seed=recipe.seed)
+    callbacks = [_progress(recipe.steps, f"LoRA r={recipe.r}")] if progress else []
+    trainer = LLMTrainer(model, data, lr=recipe.lr, steps=recipe.steps,
+                         warmup_steps=recipe.warmup_steps, weight_decay=0.0, clip=1.0,
+                         trainable=lora_parameters(model), callbacks=callbacks, mode="graph",
+                         data_seed=recipe.seed)
+    history = trainer.train()
+    model.set_train(False)
+    return trainer, report, history
+
+
+def load_sentiment_lora(tokenizer=None, *, retrain: bool = False, progress: bool = True,
+                        base_overrides: dict | None = None, **overrides):
+    """The base with the sentiment LoRA adapter loaded: ``(model, tokenizer, ZooInfo)``."""
+    from .lora import load_adapter, save_adapter
+
+    model, tokenizer, base_info = load_base(tokenizer, progress=progress,
+                                            **(base_overrides or {}))
+    recipe = lora_recipe(**overrides)
+    key = cache_key(SENTIMENT_LORA, recipe, tokenizer, parent_key=base_info.key)
+    adapter, meta = _paths(SENTIMENT_LORA, key, ".safetensors")
+    saved = None if retrain else _read_info(meta)
+    if saved is not None and adapter.is_file():
+        try:
+            load_adapter(model, adapter)          # checks it was trained on this very base
+            return model, tokenizer, ZooInfo(SENTIMENT_LORA, key, adapter, False,
+                                             saved["recipe"], saved["history"],
+                                             saved["metrics"], saved["train_seconds"])
+        except Exception as err:
+            print(f"zoo: cached {adapter.name} is unusable ({type(err).__name__}); retraining.")
+            model, tokenizer, base_info = load_base(tokenizer, progress=progress,
+                                                    **(base_overrides or {}))
+    start = time.perf_counter()
+    _, _, history = train_sentiment_lora(model, tokenizer, recipe, progress=progress)
+    seconds = time.perf_counter() - start
+    metrics = {"train_loss_last10": float(np.mean(history["loss"][-10:]))}
+    _write_atomic(adapter, lambda tmp: save_adapter(model, tmp))
+    info = ZooInfo(SENTIMENT_LORA, key, adapter, True, _jsonable(asdict(recipe)),
+                   {"loss": history["loss"], "lr": history["lr"]}, metrics, seconds)
+    _write_atomic(meta, lambda tmp: tmp.write_text(json.dumps(
+        {"recipe": info.recipe, "history": info.history, "metrics": metrics,
+         "train_seconds": seconds}), encoding="utf-8"))
+    return model, tokenizer, info
+
+
+def load_or_train(name: str = BASE, **kwargs):
+    """``(model, tokenizer, info)`` for a zoo entry; trains and caches it if missing."""
+    loaders = {BASE: load_base, SENTIMENT_LORA: load_sentiment_lora}
+    if name not in loaders:
+        raise ValueError(f"Unknown zoo model {name!r}; available: {list(loaders)}.")
+    return loaders[name](**kwargs)
+
+
+def pretrained_internlm_tiny(**kwargs):
+    """Shortcut for ``load_or_train("internlm-tiny")``."""
+    return load_or_train(BASE, **kwargs)
