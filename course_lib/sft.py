@@ -15,6 +15,7 @@ Every labelled review becomes one chat exchange in the course template::
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -188,3 +189,87 @@ def accuracy(model, tokenizer, examples: Sequence[tuple[str, int]], max_len: int
     labels = np.asarray([label for _, label in examples])
     predictions = predict_label(model, tokenizer, texts, max_len, batch_size, fixed_batch, mode)
     return float((predictions == labels).mean())
+
+
+# --------------------------------------------------------------------------------------
+# One fine-tuning run, measured (LoRA or full), as the chapter compares them
+# --------------------------------------------------------------------------------------
+@dataclass
+class FinetuneRun:
+    """What a fine-tuning run trained and what it cost.
+
+    ``optimizer_state_bytes`` is measured on the optimizer's own state Parameters (AdamW's
+    first and second moments); ``step_seconds`` is the mean wall time of the steps after the
+    first one (the first includes graph compilation)."""
+
+    method: str
+    r: int | None
+    trainable: int
+    total: int
+    optimizer_state_bytes: int
+    step_seconds: float
+    compile_seconds: float
+    history: dict
+    model: object = field(repr=False, default=None)
+    trainer: object = field(repr=False, default=None)
+    report: object = field(repr=False, default=None)
+
+    @property
+    def fraction(self) -> float:
+        return self.trainable / self.total
+
+    @property
+    def gradient_bytes(self) -> int:
+        return 4 * self.trainable        # one float32 gradient per trainable parameter
+
+
+def optimizer_state_bytes(optimizer) -> int:
+    """Bytes of the optimizer's per-parameter state (Adam/AdamW: the m and v moments)."""
+    state = [*getattr(optimizer, "moments1", ()), *getattr(optimizer, "moments2", ()),
+             *getattr(optimizer, "moments", ())]
+    return int(sum(p.nbytes for p in state))
+
+
+def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: str = "lora",
+             r: int = 8, alpha: float = 16.0, targets: Sequence[str] = ("q_proj", "v_proj"),
+             steps: int = 100, lr: float = 2e-3, batch_size: int = 8, max_len: int = 64,
+             warmup_steps: int = 10, weight_decay: float = 0.0, seed: int = 0,
+             callbacks: Sequence = (), mode: str = "graph") -> FinetuneRun:
+    """Fine-tune ``model`` in place on ``examples`` (SFT chat data, loss on the answer).
+
+    ``method="lora"``: inject LoRA (``r``, ``alpha``, ``targets``) and give the optimizer the
+    adapter parameters only. ``method="full"``: every parameter is trained. Everything else
+    (data, order, schedule, clipping, step count) is identical, so the runs compare fairly.
+    """
+    import time
+    from .lora import count_parameters, inject_lora, lora_parameters
+    from .runtime import seed_everything
+    from .trainer import LLMTrainer
+
+    if method not in ("lora", "full"):
+        raise ValueError(f"method must be 'lora' or 'full', got {method!r}.")
+    if steps < 2:
+        raise ValueError("steps must be >= 2 (the first step compiles; the rest are timed).")
+    seed_everything(seed)
+    report = None
+    if method == "lora":
+        report = inject_lora(model, list(targets), r=r, alpha=alpha)
+        trainable = lora_parameters(model)
+    else:
+        trainable = list(model.trainable_params())
+    data = sft_dataset(tokenizer, examples, max_len, batch_size, seed=seed)
+    trainer = LLMTrainer(model, data, lr=lr, steps=steps, warmup_steps=warmup_steps,
+                         weight_decay=weight_decay, clip=1.0, trainable=trainable,
+                         callbacks=list(callbacks), mode=mode, data_seed=seed)
+    start = time.perf_counter()
+    trainer.train(steps=1)                       # compiles the train step
+    compile_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    trainer.train(steps=steps - 1)
+    step_seconds = (time.perf_counter() - start) / (steps - 1)
+    model.set_train(False)
+    count = count_parameters(model)
+    return FinetuneRun(method, r if method == "lora" else None,
+                       sum(int(p.size) for p in trainable), count.total,
+                       optimizer_state_bytes(trainer.optimizer), step_seconds, compile_seconds,
+                       {k: list(v) for k, v in trainer.history.items()}, model, trainer, report)

@@ -248,33 +248,46 @@ def sentiment_examples(n_train: int | None = None, n_eval: int | None = None):
     return (s.train[:n_train], s.validation[:n_eval], s.test[:n_eval])
 
 
-def train_sentiment_lora(model, tokenizer, recipe: LoRARecipe | None = None, *,
-                         progress: bool = True):
-    """Inject LoRA into ``model`` and fine-tune the adapters on the review SFT data.
-    Returns ``(trainer, report, history)``; the model is changed in place."""
-    from .lora import inject_lora, lora_parameters
-    from .sft import sft_dataset
-    from .trainer import LLMTrainer
+def sentiment_lora_run(model, tokenizer, recipe: LoRARecipe | None = None, *,
+                       progress: bool = True):
+    """Inject LoRA into ``model`` and fine-tune the adapters on the review SFT data with
+    ``recipe`` (``course_lib.sft.finetune``). Returns the measured ``FinetuneRun``."""
+    from .sft import finetune
 
     recipe = recipe or lora_recipe()
-    seed_everything(recipe.seed)
-    report = inject_lora(model, list(recipe.targets), r=recipe.r, alpha=recipe.alpha)
     train, _, _ = sentiment_examples(recipe.train_examples)
-    data = sft_dataset(tokenizer, train, recipe.max_len, recipe.batch_size, seed=recipe.seed)
     callbacks = [_progress(recipe.steps, f"LoRA r={recipe.r}")] if progress else []
-    trainer = LLMTrainer(model, data, lr=recipe.lr, steps=recipe.steps,
-                         warmup_steps=recipe.warmup_steps, weight_decay=0.0, clip=1.0,
-                         trainable=lora_parameters(model), callbacks=callbacks, mode="graph",
-                         data_seed=recipe.seed)
-    history = trainer.train()
-    model.set_train(False)
-    return trainer, report, history
+    return finetune(model, tokenizer, train, method="lora", r=recipe.r, alpha=recipe.alpha,
+                    targets=recipe.targets, steps=recipe.steps, lr=recipe.lr,
+                    batch_size=recipe.batch_size, max_len=recipe.max_len,
+                    warmup_steps=recipe.warmup_steps, seed=recipe.seed, callbacks=callbacks)
+
+
+def store_sentiment_lora(run, tokenizer, base_info: ZooInfo,
+                         recipe: LoRARecipe | None = None) -> ZooInfo:
+    """Cache the adapter of a ``sentiment_lora_run`` (so that other notebooks load it)."""
+    from .lora import save_adapter
+
+    recipe = recipe or lora_recipe()
+    key = cache_key(SENTIMENT_LORA, recipe, tokenizer, parent_key=base_info.key)
+    adapter, meta = _paths(SENTIMENT_LORA, key, ".safetensors")
+    history = {"loss": run.history["loss"], "lr": run.history["lr"]}
+    metrics = {"train_loss_last10": float(np.mean(history["loss"][-10:])),
+               "step_seconds": run.step_seconds}
+    seconds = run.compile_seconds + run.step_seconds * (len(history["loss"]) - 1)
+    _write_atomic(adapter, lambda tmp: save_adapter(run.model, tmp))
+    info = ZooInfo(SENTIMENT_LORA, key, adapter, True, _jsonable(asdict(recipe)), history,
+                   metrics, seconds)
+    _write_atomic(meta, lambda tmp: tmp.write_text(json.dumps(
+        {"recipe": info.recipe, "history": history, "metrics": metrics,
+         "train_seconds": seconds}), encoding="utf-8"))
+    return info
 
 
 def load_sentiment_lora(tokenizer=None, *, retrain: bool = False, progress: bool = True,
                         base_overrides: dict | None = None, **overrides):
     """The base with the sentiment LoRA adapter loaded: ``(model, tokenizer, ZooInfo)``."""
-    from .lora import load_adapter, save_adapter
+    from .lora import load_adapter
 
     model, tokenizer, base_info = load_base(tokenizer, progress=progress,
                                             **(base_overrides or {}))
@@ -292,17 +305,8 @@ def load_sentiment_lora(tokenizer=None, *, retrain: bool = False, progress: bool
             print(f"zoo: cached {adapter.name} is unusable ({type(err).__name__}); retraining.")
             model, tokenizer, base_info = load_base(tokenizer, progress=progress,
                                                     **(base_overrides or {}))
-    start = time.perf_counter()
-    _, _, history = train_sentiment_lora(model, tokenizer, recipe, progress=progress)
-    seconds = time.perf_counter() - start
-    metrics = {"train_loss_last10": float(np.mean(history["loss"][-10:]))}
-    _write_atomic(adapter, lambda tmp: save_adapter(model, tmp))
-    info = ZooInfo(SENTIMENT_LORA, key, adapter, True, _jsonable(asdict(recipe)),
-                   {"loss": history["loss"], "lr": history["lr"]}, metrics, seconds)
-    _write_atomic(meta, lambda tmp: tmp.write_text(json.dumps(
-        {"recipe": info.recipe, "history": info.history, "metrics": metrics,
-         "train_seconds": seconds}), encoding="utf-8"))
-    return model, tokenizer, info
+    run = sentiment_lora_run(model, tokenizer, recipe, progress=progress)
+    return model, tokenizer, store_sentiment_lora(run, tokenizer, base_info, recipe)
 
 
 def load_or_train(name: str = BASE, **kwargs):

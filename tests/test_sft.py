@@ -133,3 +133,31 @@ def test_scores_of_a_real_causal_lm_do_not_depend_on_padding(tokenizer):
             lp = log_softmax(logits)
             want = sum(lp[t - 1, ids[t]] for t in range(1, len(ids)) if mask[t])
             assert abs(got[i, j] - want) < 1e-4
+
+
+def test_finetune_lora_vs_full_measures_what_it_trains(tokenizer):
+    from course_lib.internlm import InternLMForCausalLM, tiny
+    cfg = tiny(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_seq_len=64)
+    examples = REVIEWS * 4
+    runs = {}
+    for method in ("lora", "full"):
+        ms.set_seed(0)
+        model = InternLMForCausalLM(cfg)
+        before = {p.name: p.asnumpy().copy() for p in model.get_parameters()}
+        run = sft.finetune(model, tokenizer, examples, method=method, r=2, alpha=4,
+                           steps=3, batch_size=4, max_len=48, warmup_steps=1, lr=1e-2)
+        changed = {p.name for p in model.get_parameters()
+                   if p.name in before and not np.array_equal(before[p.name], p.asnumpy())}
+        runs[method] = (run, changed, before)
+        assert len(run.history["loss"]) == 3 and run.step_seconds > 0
+        # AdamW keeps two float32 moments per trainable parameter
+        assert run.optimizer_state_bytes == 2 * 4 * run.trainable
+    lora_run, lora_changed, _ = runs["lora"]
+    full_run, full_changed, before = runs["full"]
+    assert lora_changed == set()                        # every base weight bit-identical
+    assert lora_run.trainable == 1 * 2 * 2 * (32 + 32)  # 1 layer x (q, v) x r x (in + out)
+    assert full_run.trainable == full_run.total == sum(v.size for v in before.values())
+    assert full_changed == set(before)
+    assert lora_run.total == full_run.total + lora_run.trainable
+    with pytest.raises(ValueError, match="method must be"):
+        sft.finetune(InternLMForCausalLM(cfg), tokenizer, examples, method="qlora")
