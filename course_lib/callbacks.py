@@ -60,6 +60,16 @@ def current_lr(optimizer: nn.Optimizer, step: int | None = None) -> float:
     return float(lr.asnumpy()) if hasattr(lr, "asnumpy") else float(lr)
 
 
+def last_eval(cb):
+    """``(step, results)`` of the latest evaluation published in the run context — by
+    :class:`EarlyStopping` (``last_eval``) or by ``Model.fit`` (``eval_results``) — or None."""
+    if cb.get("last_eval"):
+        return cb["last_eval"]
+    if cb.get("eval_results"):
+        return int(cb.cur_step_num), cb["eval_results"]
+    return None
+
+
 def _lr_of(cb) -> float:
     return float(cb["lr"]) if cb.get("lr") is not None else current_lr(cb["optimizer"])
 
@@ -111,17 +121,22 @@ class _Probe(nn.Cell):
 LR_METHODS = ("constant", "attr_float", "attr_tensor", "assign", "scheduler", "dynamic_list")
 
 
-def probe_lr(method: str, mode: str = "pynative", steps: int = 4, base_lr: float = 0.1,
-             isolated: bool = False):
+def probe_lr(method: str = "constant", mode: str = "pynative", steps: int = 4,
+             base_lr: float = 0.1, isolated: bool = False, callbacks: Sequence[Callback] = ()):
     """Train the one-weight probe with ``Model.train`` for ``steps`` steps while trying to
     follow ``lr_i = base_lr / (i + 1)`` by ``method``; return the lr each step REALLY used
     (read off the weight change) or the error it raised, as ``"TypeError: ..."``.
 
     ``isolated=True`` runs it in a fresh Python process: ``attr_tensor`` in PyNative makes
     the compiled optimizer read freed memory — never do that in a process you care about.
+    ``callbacks``: your own lr callbacks to measure (with ``method="constant"``: the
+    optimizer starts at ``base_lr`` and only your callbacks change it).
     """
     if method not in LR_METHODS:
         raise ValueError(f"Unknown method {method!r}; choose from {LR_METHODS}.")
+    if isolated and callbacks:
+        raise ValueError("isolated=True runs a named method in a new process; it cannot "
+                         "take callback objects.")
     if isolated:
         code = ("import json, course_lib as cl; cl.setup(device='CPU', quiet=True, seed=0); "
                 "from course_lib.callbacks import probe_lr; "
@@ -148,7 +163,7 @@ def probe_lr(method: str, mode: str = "pynative", steps: int = 4, base_lr: float
                  "assign": [AssignLR(wanted)],
                  # LearningRateScheduler(f(lr, step)) sets the lr of the NEXT step at step_end
                  "scheduler": [LearningRateScheduler(lambda _lr, step: wanted(step))]
-                 }.get(method, [])
+                 }.get(method, []) + list(callbacks)
     weights = []
 
     class _Record(Callback):
@@ -187,10 +202,13 @@ class History(Callback):
     def on_train_epoch_end(self, run_context):
         self._collect_eval(run_context.original_args())
 
+    def on_train_end(self, run_context):   # an evaluation made by a later callback
+        self._collect_eval(run_context.original_args())
+
     def _collect_eval(self, cb):
-        results, step = cb.get("eval_results"), cb.get("eval_step")
-        if results and (not self.evals or self.evals[-1][0] != step):
-            self.evals.append((int(step), dict(results)))
+        found = last_eval(cb)
+        if found and (not self.evals or self.evals[-1][0] != found[0]):
+            self.evals.append((int(found[0]), dict(found[1])))
 
 
 def _lower_is_better(name: str) -> bool:
@@ -199,12 +217,13 @@ def _lower_is_better(name: str) -> bool:
 
 class EarlyStopping(Callback):
     """Stop when the validation metric ``monitor`` has not improved for ``patience``
-    evaluations; optionally put the best weights back at the end.
+    evaluations; ``restore_best``: at the end, put back the weights of the best evaluation.
 
     ``evaluate() -> dict`` runs the validation (e.g. ``lambda: model.eval(val_ds)`` for
     ``Model``, default ``trainer.evaluate`` under ``LLMTrainer``); it runs every
     ``every_n_steps`` steps, or at every epoch end if that is None. The results are also
-    published as ``eval_results`` in the run context (for :class:`LiveLossPlot`/``History``).
+    published in the run context (``last_eval`` = (step, results), read by
+    :class:`LiveLossPlot` and :class:`History`).
     ``mode`` "min"/"max"/"auto" (auto: min for names ending in loss and for perplexity).
     """
 
@@ -243,7 +262,8 @@ class EarlyStopping(Callback):
                            f"returned only {sorted(results)}. Use one of those names (or add "
                            "the metric to Model(..., metrics={...})).")
         step = int(cb.cur_step_num)
-        cb["eval_results"], cb["eval_step"] = results, step
+        # Model.train pops "eval_results" after each epoch end: publish under our own key too
+        cb["eval_results"], cb["last_eval"] = results, (step, results)
         value = float(results[self.monitor])
         self.scores.append((step, value))
         if self._improved(value):
@@ -266,7 +286,8 @@ class EarlyStopping(Callback):
             self._run_eval(run_context)
 
     def on_train_end(self, run_context):
-        if self.restore_best and self._best_weights is not None and self.stopped_step:
+        # put the best weights back whether training stopped early or ran out of steps
+        if self.restore_best and self._best_weights is not None:
             params = run_context.original_args().optimizer.parameters
             for p, value in zip(params, self._best_weights):
                 p.set_data(Tensor(value, p.dtype))
@@ -391,14 +412,15 @@ class LiveLossPlot(Callback):
         self._last_eval_step = None
 
     def _collect_eval(self, cb):
-        results = cb.get("eval_results")
-        if not results or cb.get("eval_step") == self._last_eval_step:
+        found = last_eval(cb)
+        if not found or found[0] == self._last_eval_step:
             return
+        step, results = found
         missing = [m for m in self.metrics if m not in results]
         if missing:
             raise KeyError(f"LiveLossPlot was asked for {missing}, but the evaluation "
                            f"returned only {sorted(results)}.")
-        self._last_eval_step = cb.get("eval_step")
+        self._last_eval_step = step
         if self.metrics:
             self.plot.add(self._last_eval_step, **{f"val_{m}": results[m] for m in self.metrics})
 
@@ -411,4 +433,5 @@ class LiveLossPlot(Callback):
         self._collect_eval(run_context.original_args())
 
     def on_train_end(self, run_context):
+        self._collect_eval(run_context.original_args())
         self.plot.show()

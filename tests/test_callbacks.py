@@ -105,8 +105,10 @@ def test_early_stopping_stops_after_patience_and_restores_the_best_weights():
         return {"f1": next(scripted), "acc": 0.0}
 
     stop = EarlyStopping("f1", evaluate=evaluate, patience=2)
-    model.train(10, _data(), callbacks=[stop], dataset_sink_mode=False)
+    history = History()   # placed BEFORE the evaluating callback: still sees every evaluation
+    model.train(10, _data(), callbacks=[history, stop], dataset_sink_mode=False)
     assert stop.scores == [(5, 0.5), (10, 0.7), (15, 0.6), (20, 0.65)]
+    assert [(s, r["f1"]) for s, r in history.evals] == stop.scores
     assert (stop.best, stop.best_step, stop.stopped_step) == (0.7, 10, 20)
     assert np.array_equal(net.weight.asnumpy(), snapshots[1])
 
