@@ -1,0 +1,267 @@
+"""How MindSpore's graph compiler treats variable-length inputs, measured.
+
+In GRAPH mode (and for ``@ms.jit`` functions) MindSpore compiles a graph for the *shapes
+and dtypes* of the inputs. A batch with a new sequence length is a new key, so a new graph
+is built — seconds each time — unless the dynamic dimensions are declared.
+
+Counting compilations
+---------------------
+``CompileCounter`` watches the caches MindSpore itself consults before compiling: every
+Cell keeps ``cell.compile_cache``, the set of graph keys ("phases": class, instance, input
+shapes/dtypes) it has compiled, and ``@jit`` functions share
+``mindspore.common.api.ms_compile_cache``. A call that adds a key is a call that built a
+graph. ``count_compiles_from_ir`` is an independent check: with ``save_graphs`` on,
+MindSpore writes one ``*_bootstrap_*.ir`` file (the first pass of its compiler pipeline)
+per graph it builds; the test suite checks that both counts agree.
+
+Strategies over a stream of batches (``run_stream``)
+----------------------------------------------------
+* ``static``   — feed each batch as it is: one graph per distinct length;
+* ``bucketed`` — right-pad each batch to the next bucket length (labels of the padding are
+  ``IGNORE_INDEX``): one graph per bucket used, some wasted compute on padding;
+* ``dynamic``  — ``cell.set_inputs(Tensor(shape=[None, None], dtype=ms.int32), ...)``:
+  one graph with unknown batch and length, reused for every batch;
+* ``auto``     — MindSpore's automatic dynamic shape (env ``MS_AUTO_DYNAMIC_SHAPE_ENABLE=1``):
+  compiles the first shapes statically, then generalises the shape by itself.
+"""
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..pipelines import IGNORE_INDEX
+
+STRATEGIES = ("static", "bucketed", "dynamic", "auto")
+AUTO_DYNAMIC_ENV = "MS_AUTO_DYNAMIC_SHAPE_ENABLE"
+
+
+# --------------------------------------------------------------------------------------
+# Counting compilations
+# --------------------------------------------------------------------------------------
+def compiled_graphs() -> int:
+    """Graphs compiled so far in this process (Cells in GRAPH mode + ``@jit`` functions)."""
+    from mindspore.common import api
+    return len(api.ms_compile_cache) + sum(len(s) for s in api.cells_compile_cache.values())
+
+
+class CompileCounter:
+    """``with CompileCounter() as c: ...`` then ``c.count`` = graphs compiled inside."""
+
+    def __enter__(self):
+        self.start = compiled_graphs()
+        self.stop = None
+        return self
+
+    def __exit__(self, *exc):
+        self.stop = compiled_graphs()
+        return False
+
+    @property
+    def count(self) -> int:
+        return (self.stop if self.stop is not None else compiled_graphs()) - self.start
+
+
+def count_compiles_from_ir(run: Callable[[], object], directory) -> int:
+    """Run ``run()`` with MindSpore's IR dump on and count the graphs it compiled, from the
+    ``*_bootstrap_*.ir`` files (one per compiled graph). Slow (writes ~100 files per
+    graph): meant for a small cross-check, not for timing."""
+    import mindspore as ms
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    before = set(directory.rglob("*bootstrap*.ir"))
+    ms.set_context(save_graphs=1, save_graphs_path=str(directory))
+    try:
+        run()
+    finally:
+        ms.set_context(save_graphs=0)
+    return len(set(directory.rglob("*bootstrap*.ir")) - before)
+
+
+@contextmanager
+def graph_mode():
+    """GRAPH mode inside the block, previous mode restored afterwards."""
+    import mindspore as ms
+    previous = ms.get_context("mode")
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        yield
+    finally:
+        ms.set_context(mode=previous)
+
+
+@contextmanager
+def _env(name: str, value: str | None):
+    old = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+# --------------------------------------------------------------------------------------
+# A stream of variable-length batches
+# --------------------------------------------------------------------------------------
+def length_stream(token_lists: Sequence[Sequence[int]], batch_size: int, n_batches: int,
+                  max_len: int, pad_id: int = 0, seed: int = 0):
+    """Batches as a language-model data collator makes them: ``batch_size`` random
+    sequences, inputs ``ids[:-1]`` / labels ``ids[1:]``, right-padded to the longest
+    sequence *of that batch* (so the length changes from batch to batch).
+    Sequences are cut to ``max_len + 1`` tokens. Returns [(inputs, labels)] int32."""
+    seqs = [list(s)[: max_len + 1] for s in token_lists if len(s) >= 2]
+    if len(seqs) < batch_size:
+        raise ValueError(f"Need at least batch_size={batch_size} sequences of >= 2 tokens, "
+                         f"got {len(seqs)}.")
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(n_batches):
+        chosen = [seqs[i] for i in rng.choice(len(seqs), batch_size, replace=False)]
+        T = max(len(s) for s in chosen) - 1
+        inputs = np.full((batch_size, T), pad_id, np.int32)
+        labels = np.full((batch_size, T), IGNORE_INDEX, np.int32)
+        for row, s in enumerate(chosen):
+            inputs[row, : len(s) - 1] = s[:-1]
+            labels[row, : len(s) - 1] = s[1:]
+        batches.append((inputs, labels))
+    return batches
+
+
+def bucket_length(length: int, buckets: Sequence[int]) -> int:
+    """The smallest bucket that holds ``length``."""
+    for b in sorted(buckets):
+        if length <= b:
+            return b
+    raise ValueError(f"Length {length} exceeds the largest bucket {max(buckets)}; add a "
+                     "bigger bucket or cut the sequences to max(buckets).")
+
+
+def pad_batch(inputs: np.ndarray, labels: np.ndarray, length: int, pad_id: int = 0):
+    """Right-pad a batch to ``length``: inputs with ``pad_id``, labels with IGNORE_INDEX.
+    With a causal model, right padding changes neither the real tokens' logits nor a loss
+    that skips IGNORE_INDEX."""
+    extra = length - inputs.shape[1]
+    if extra < 0:
+        raise ValueError(f"Cannot pad a batch of length {inputs.shape[1]} down to {length}.")
+    return (np.pad(inputs, ((0, 0), (0, extra)), constant_values=pad_id),
+            np.pad(labels, ((0, 0), (0, extra)), constant_values=IGNORE_INDEX))
+
+
+# --------------------------------------------------------------------------------------
+# Running a stream under one strategy
+# --------------------------------------------------------------------------------------
+@dataclass
+class CallRecord:
+    length: int          # longest real sequence of the batch
+    run_length: int      # length actually fed to the graph (after bucketing)
+    seconds: float
+    compiled: int        # graphs built by this call
+    outputs: tuple = ()
+
+
+@dataclass
+class StreamResult:
+    strategy: str
+    records: list = field(default_factory=list)
+    real_tokens: int = 0       # non-padding input positions
+    given_tokens: int = 0      # positions of the batches as the collator made them
+    computed_tokens: int = 0   # positions the model actually processed (after bucketing)
+
+    @property
+    def compiles(self) -> int:
+        return sum(r.compiled for r in self.records)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(r.seconds for r in self.records)
+
+    @property
+    def compile_call_seconds(self) -> float:
+        """Wall time of the calls that compiled (compile + that one run)."""
+        return sum(r.seconds for r in self.records if r.compiled)
+
+    @property
+    def steady_seconds(self) -> float:
+        """Median time of the calls that reused a graph (nan if there were none)."""
+        times = [r.seconds for r in self.records if not r.compiled]
+        return float(np.median(times)) if times else float("nan")
+
+    @property
+    def distinct_run_lengths(self) -> int:
+        return len({r.run_length for r in self.records})
+
+    @property
+    def padding_share(self) -> float:
+        """Share of processed positions that were padding (collator's + strategy's)."""
+        return 1.0 - self.real_tokens / self.computed_tokens if self.computed_tokens else 0.0
+
+    @property
+    def extra_compute(self) -> float:
+        """Positions processed / positions in the batches as given, minus 1: the work the
+        strategy's own padding adds (0 for static and dynamic)."""
+        return self.computed_tokens / self.given_tokens - 1.0 if self.given_tokens else 0.0
+
+
+def run_stream(make_cell: Callable[[], object], batches, strategy: str,
+               buckets: Sequence[int] = (16, 32, 64, 128), pad_id: int = 0) -> StreamResult:
+    """Feed ``batches`` [(inputs, labels)] to a fresh ``make_cell()`` in GRAPH mode under
+    ``strategy`` and record, per call, the length, wall time and graphs compiled.
+
+    ``make_cell`` must return a NEW Cell each time (e.g. ``lambda: EvalCell(model)``):
+    compiled graphs are cached per Cell instance, so a reused Cell would start warm."""
+    import mindspore as ms
+    from mindspore import Tensor
+    if strategy not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {strategy!r}; choose one of {STRATEGIES}.")
+    if strategy == "bucketed" and not buckets:
+        raise ValueError("strategy 'bucketed' needs bucket lengths, e.g. buckets=(16, 32, 64).")
+    result = StreamResult(strategy)
+    with graph_mode(), _env(AUTO_DYNAMIC_ENV, "1" if strategy == "auto" else None):
+        cell = make_cell()
+        if strategy == "dynamic":
+            cell.set_inputs(*[Tensor(shape=[None, None], dtype=ms.int32) for _ in batches[0]])
+        for inputs, labels in batches:
+            length = int(inputs.shape[1])
+            result.given_tokens += int(inputs.size)
+            if strategy == "bucketed":
+                inputs, labels = pad_batch(inputs, labels, bucket_length(length, buckets), pad_id)
+            args = (Tensor(inputs), Tensor(labels))
+            with CompileCounter() as counter:
+                start = time.perf_counter()
+                out = cell(*args)
+                out = tuple(o.asnumpy() for o in (out if isinstance(out, tuple) else (out,)))
+                seconds = time.perf_counter() - start
+            result.records.append(CallRecord(length, int(inputs.shape[1]), seconds, counter.count,
+                                             out))
+            result.real_tokens += int((labels != IGNORE_INDEX).sum())
+            result.computed_tokens += int(inputs.size)
+    return result
+
+
+def summary_table(results: Sequence[StreamResult]) -> list[dict]:
+    """Rows for a table: strategy, compiles, seconds... (timings are machine-dependent)."""
+    return [{"strategy": r.strategy, "batches": len(r.records), "compiles": r.compiles,
+             "distinct lengths fed": r.distinct_run_lengths,
+             "total s": round(r.total_seconds, 2), "compiling calls s": round(r.compile_call_seconds, 2),
+             "steady ms/batch": round(1000 * r.steady_seconds, 1),
+             "extra compute %": round(100 * r.extra_compute, 1),
+             "padding %": round(100 * r.padding_share, 1)} for r in results]
+
+
+def same_outputs(a: StreamResult, b: StreamResult, rtol: float = 1e-5) -> bool:
+    """Did two strategies compute the same per-batch outputs (e.g. summed NLL, token count)?"""
+    if len(a.records) != len(b.records):
+        return False
+    return all(np.allclose(x, y, rtol=rtol, atol=1e-5)
+               for ra, rb in zip(a.records, b.records) for x, y in zip(ra.outputs, rb.outputs))

@@ -1,0 +1,131 @@
+"""Counting graph compilations and the dynamic-shape strategies (tiny model, short stream)."""
+import numpy as np
+import pytest
+from mindspore import nn, ops
+
+from course_lib import baichuan
+from course_lib.baichuan import BaichuanForCausalLM
+from course_lib.migration import compile_stats as cs, step_modes
+from course_lib.pipelines import IGNORE_INDEX
+from course_lib.training import EvalCell
+
+CFG = baichuan.tiny(vocab_size=200, hidden_size=32, num_layers=1, num_heads=4,
+                    intermediate_size=64, max_seq_len=64)
+
+
+class _Tiny(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Dense(8, 8)
+
+    def construct(self, x, y):
+        return ops.relu(self.dense(x)).sum() + y.sum()
+
+
+def _xy(T):
+    from mindspore import Tensor
+    return Tensor(np.ones((T, 8), np.float32)), Tensor(np.ones((T,), np.float32))
+
+
+def test_counter_agrees_with_mindspores_ir_dump(tmp_path):
+    """Two independent counts: our cache watcher and MindSpore's own IR files."""
+    with cs.graph_mode():
+        net = _Tiny()
+
+        def run():
+            for T in (3, 5, 3, 7, 5):
+                net(*_xy(T))
+
+        with cs.CompileCounter() as counter:
+            from_ir = cs.count_compiles_from_ir(run, tmp_path / "ir")
+    assert counter.count == from_ir == 3          # one graph per distinct shape
+
+
+def test_length_stream_and_padding():
+    seqs = [list(range(1, n + 1)) for n in (3, 9, 5, 12, 7, 4)]
+    batches = cs.length_stream(seqs, batch_size=2, n_batches=5, max_len=10, seed=0)
+    for inputs, labels in batches:
+        real = labels != IGNORE_INDEX
+        assert inputs.shape == labels.shape and inputs.dtype == np.int32
+        assert real[:, 0].all() and real.sum(1).max() == inputs.shape[1]   # longest row fills it
+        assert inputs.shape[1] <= 10
+        assert (inputs[~real] == 0).all()
+    x, y = cs.pad_batch(*batches[0], 16)
+    assert x.shape[1] == 16 and (y[:, batches[0][0].shape[1]:] == IGNORE_INDEX).all()
+    assert cs.bucket_length(17, (16, 32)) == 32
+    with pytest.raises(ValueError, match="exceeds the largest bucket 32"):
+        cs.bucket_length(33, (16, 32))
+    with pytest.raises(ValueError, match="Need at least batch_size=8"):
+        cs.length_stream(seqs, batch_size=8, n_batches=1, max_len=10)
+
+
+def _batch(rng, lengths):
+    """One right-padded batch with rows of the given real lengths."""
+    T = max(lengths)
+    inputs = np.zeros((len(lengths), T), np.int32)
+    labels = np.full((len(lengths), T), IGNORE_INDEX, np.int32)
+    for row, n in enumerate(lengths):
+        inputs[row, :n] = rng.integers(3, CFG.vocab_size, n)
+        labels[row, :n] = rng.integers(3, CFG.vocab_size, n)
+    return inputs, labels
+
+
+@pytest.fixture(scope="module")
+def stream_results():
+    rng = np.random.default_rng(1)
+    # lengths 10, 20, 10, 30, 20: three distinct shapes, two buckets (16, 32)
+    batches = [_batch(rng, rows) for rows in ([10, 4], [20, 7], [3, 10], [30, 12], [20, 20])]
+    model = BaichuanForCausalLM(CFG)
+    results = {s: cs.run_stream(lambda: EvalCell(model), batches, s, buckets=(16, 32))
+               for s in cs.STRATEGIES}
+    return batches, results
+
+
+def test_static_compiles_once_per_distinct_length(stream_results):
+    batches, r = stream_results
+    lengths = [b[0].shape[1] for b in batches]
+    assert r["static"].compiles == len(set(lengths)) == 3
+    first_seen = [lengths.index(T) == i for i, T in enumerate(lengths)]
+    assert [bool(c.compiled) for c in r["static"].records] == first_seen
+    assert r["static"].extra_compute == 0.0 and r["static"].padding_share > 0.0
+
+
+def test_bucketed_and_dynamic_compile_less(stream_results):
+    batches, r = stream_results
+    buckets_used = {cs.bucket_length(b[0].shape[1], (16, 32)) for b in batches}
+    assert r["bucketed"].compiles == len(buckets_used)
+    assert r["bucketed"].extra_compute > 0.0 and r["dynamic"].extra_compute == 0.0
+    assert r["dynamic"].compiles == 1 and r["dynamic"].records[0].compiled == 1
+    assert 1 <= r["auto"].compiles <= r["static"].compiles
+
+
+def test_every_strategy_computes_the_same_losses(stream_results):
+    _, r = stream_results
+    for s in ("bucketed", "dynamic", "auto"):
+        assert cs.same_outputs(r["static"], r[s]), s
+    rows = cs.summary_table(r.values())
+    assert [row["strategy"] for row in rows] == list(cs.STRATEGIES)
+
+
+def test_unknown_strategy():
+    with pytest.raises(ValueError, match="Unknown strategy 'jit'"):
+        cs.run_stream(lambda: None, [], "jit")
+
+
+@pytest.mark.slow
+def test_three_step_modes_agree():
+    rng = np.random.default_rng(3)
+    batch = (rng.integers(0, CFG.vocab_size, (2, 16)).astype(np.int32),
+             rng.integers(0, CFG.vocab_size, (2, 16)).astype(np.int32))
+    batches = [batch] * 3                                    # same batch: loss must fall
+    model = BaichuanForCausalLM(CFG)
+    results = step_modes.compare_modes(lambda: step_modes.copy_model(model), batches, lr=1e-2)
+    losses = {r.mode: r.losses for r in results}
+    np.testing.assert_allclose(losses["jit"], losses["pynative"], rtol=1e-5)
+    np.testing.assert_allclose(losses["graph"], losses["pynative"], rtol=1e-5)
+    assert losses["graph"][-1] < losses["graph"][0]          # the updates are applied
+    by_mode = {r.mode: r for r in results}
+    assert by_mode["graph"].compiles == 1 and by_mode["jit"].compiles >= 1
+    assert [row["mode"] for row in step_modes.ratio_table(results)] == list(step_modes.MODES)
+    with pytest.raises(ValueError, match="Unknown mode 'eager'"):
+        step_modes.run_mode("eager", lambda: model, batches)
