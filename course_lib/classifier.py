@@ -175,6 +175,11 @@ def build_model(net: nn.Cell, lr: float = 1e-3, weight_decay: float = 0.0,
     """``Model(net, CrossEntropyLoss, AdamW, metrics, amp_level, loss_scale_manager)`` ready for
     ``train`` / ``eval`` / ``predict`` on the current (or given) device."""
     from mindspore.train import Model
+    if amp_level == "O1":
+        raise ValueError("amp_level='O1' is not supported here: MindSpore 2.7 implements O1 by "
+                         "rewriting the network's Python source into ./rewritten_network, which "
+                         "fails for Cells imported from a package with relative imports (such as "
+                         "course_lib). Use 'O2' (normalisation layers stay float32) or 'O3'.")
     device = device or ms.get_context("device_target")
     optimizer = nn.AdamWeightDecay(net.trainable_params(), learning_rate=lr, weight_decay=weight_decay)
     return Model(net, loss_fn=nn.CrossEntropyLoss(), optimizer=optimizer,
@@ -193,7 +198,7 @@ def predict_labels(model, input_ids: np.ndarray) -> np.ndarray:
 MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
 
 
-class _StepTimer(ms.train.Callback):
+class StepTimer(ms.train.Callback):
     """Wall-clock time at the end of every step (first step includes graph compilation)."""
 
     def __init__(self):
@@ -205,6 +210,12 @@ class _StepTimer(ms.train.Callback):
 
     def on_train_step_end(self, run_context):
         self.times.append(time.perf_counter())
+
+    def steps_per_second(self) -> float:
+        """Speed after the first step (which may include compiling the graph)."""
+        if len(self.times) < 3:
+            raise ValueError("Need at least 2 timed steps to measure a speed.")
+        return (len(self.times) - 2) / (self.times[-1] - self.times[1])
 
 
 def measure_training_speed(make_net, make_dataset, mode: str, steps: int, lr: float = 1e-3,
@@ -230,7 +241,7 @@ def measure_training_speed(make_net, make_dataset, mode: str, steps: int, lr: fl
     try:
         ms.set_seed(seed)
         model = build_model(make_net(), lr=lr)
-        timer = _StepTimer()
+        timer = StepTimer()
         model.train(1, data.take(steps), callbacks=[timer], dataset_sink_mode=False)
     finally:
         ms.set_context(mode=previous)

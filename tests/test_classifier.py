@@ -109,6 +109,14 @@ def test_loss_scale_manager_choice_per_device():
         C.loss_scale_manager_for("CPU", "O4")
 
 
+def test_o1_is_refused_with_an_explanation(tokenizer, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # O1 would write ./rewritten_network if it got that far
+    net = C.SentimentClassifier(tokenizer.vocab_size, 8, embed_dim=16, num_heads=2, ffn_dim=32)
+    with pytest.raises(ValueError, match="O1.*rewriting the network's Python source"):
+        C.build_model(net, amp_level="O1")
+    assert not any(tmp_path.iterdir())
+
+
 def test_unknown_metric_name_is_a_clear_error():
     with pytest.raises(ValueError, match=r"Unknown metric name\(s\) \['acuracy'\]; choose from"):
         C.make_metrics(["acuracy"])

@@ -18,8 +18,8 @@ def ex1(answer) -> bool:
 
 
 def ex2(answer) -> bool:
-    """Which amp_level casts the network to float16 but keeps BatchNorm and the loss in
-    float32 (the usual choice for training on Ascend)?"""
+    """Which amp_level casts the network to float16 but keeps the normalisation layers
+    (BatchNorm, LayerNorm) in float32 (the usual choice for training on Ascend)?"""
     ok = isinstance(answer, str) and answer.strip().upper() == "O2"
     return verdict(ok, "O0 全 float32，O1 只转白名单算子，O3 全部 float16；中间那个是？",
                    "ch02.ex2")
