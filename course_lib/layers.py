@@ -157,10 +157,13 @@ class RMSNorm(nn.Cell):
 
     def construct(self, x):
         dtype = x.dtype
-        x = x.astype(ms.float32)
+        if dtype != ms.float32:          # casts only under mixed precision (each op costs)
+            x = x.astype(ms.float32)
         variance = (x * x).mean(-1, keep_dims=True)
         x = x * ops.rsqrt(variance + self.eps)
-        return (self.weight.astype(ms.float32) * x).astype(dtype)
+        weight = self.weight if self.weight.dtype == ms.float32 else self.weight.astype(ms.float32)
+        x = weight * x
+        return x if dtype == ms.float32 else x.astype(dtype)
 
 
 class SwiGLU(nn.Cell):
@@ -195,7 +198,8 @@ def rotate_half(x):
 
 def apply_rotary(q, k, cos, sin):
     """Rotate queries and keys by their positions' angles: x·cos + rotate_half(x)·sin."""
-    cos, sin = cos.astype(q.dtype), sin.astype(q.dtype)
+    if cos.dtype != q.dtype:
+        cos, sin = cos.astype(q.dtype), sin.astype(q.dtype)
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
@@ -270,8 +274,10 @@ def attention_bias(query_len: int, key_len: int, attention_mask=None, slopes=Non
 
 def attention_weights(q, k, bias, scale: float):
     """softmax(q·kᵀ·scale + bias) over keys, in float32. q (B,H,T,d), k (B,H,S,d)."""
-    scores = ops.matmul(q, k.swapaxes(-1, -2)).astype(ms.float32) * scale + bias
-    return ops.softmax(scores, -1)
+    scores = ops.matmul(q, k.swapaxes(-1, -2))
+    if scores.dtype != ms.float32:
+        scores = scores.astype(ms.float32)
+    return ops.softmax(scores * scale + bias, -1)
 
 
 # --------------------------------------------------------------------------------------
@@ -357,7 +363,9 @@ class Attention(nn.Cell):
             q, k = apply_rotary(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(layer_idx, k, v)                      # (B, H, S, d)
-        probs = attention_weights(q, k, bias, self.scale).astype(v.dtype)
+        probs = attention_weights(q, k, bias, self.scale)
+        if v.dtype != ms.float32:
+            probs = probs.astype(v.dtype)
         out = ops.matmul(probs, v).swapaxes(1, 2).reshape(batch, length, self.hidden_size)
         return self.o_proj(out)
 

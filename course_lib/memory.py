@@ -232,3 +232,22 @@ def devices_needed(config, device_gib: float, *, tp: int = 1, pp: int = 1, zero:
     raise ValueError(f"No data-parallel size up to {max_dp} fits {device_gib} GiB with tp={tp}, "
                      f"pp={pp}, zero={zero}: the unsharded part ({p.memory.total / GiB:.1f} GiB, "
                      "mostly activations) is too big — enable recompute or raise tp.")
+
+
+# --------------------------------------------------------------------------------------
+# Compute: the other reason for a cluster
+# --------------------------------------------------------------------------------------
+def training_flops(config_or_count, tokens: float) -> float:
+    """≈ 6·N·D floating-point operations to train N parameters on D tokens (2·N·D forward,
+    4·N·D backward; Kaplan et al. 2020). Ignores attention's s² term (small at s = 4096)."""
+    return 6.0 * _n_params(config_or_count) * float(tokens)
+
+
+def training_days(config_or_count, tokens: float, devices: int, device_tflops: float,
+                  utilization: float = 0.4) -> float:
+    """Wall-clock days for ``training_flops`` on ``devices`` devices of ``device_tflops``
+    peak TFLOP/s each, of which a fraction ``utilization`` (MFU) is achieved."""
+    if devices < 1 or device_tflops <= 0 or not 0 < utilization <= 1:
+        raise ValueError("Need devices >= 1, device_tflops > 0 and 0 < utilization <= 1.")
+    seconds = training_flops(config_or_count, tokens) / (devices * device_tflops * 1e12 * utilization)
+    return seconds / 86400.0

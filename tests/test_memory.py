@@ -102,3 +102,13 @@ def test_layout_validation():
         Layout(zero=4)
     with pytest.raises(ValueError, match="tp must be >= 1"):
         Layout(tp=0)
+
+
+def test_training_compute_by_hand():
+    from course_lib.memory import training_days, training_flops
+    assert training_flops(1_000, 2_000) == 12_000_000
+    # 6 * 13,264,901,120 * 1.4e12 FLOPs on 1000 devices at 100 TFLOP/s effective
+    days = training_days(B13, 1.4e12, devices=1000, device_tflops=100, utilization=1.0)
+    assert days == pytest.approx(6 * 13_264_901_120 * 1.4e12 / (1000 * 100e12) / 86400)
+    with pytest.raises(ValueError, match="utilization"):
+        training_days(B13, 1e9, 1, 100, utilization=0)

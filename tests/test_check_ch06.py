@@ -1,0 +1,28 @@
+"""Notebook 06 checkers accept the reference answers and reject wrong ones."""
+from course_lib.check import ch06
+
+
+def test_ex1_alibi_slopes_for_12_heads(capsys):
+    ref = [2 ** -(i + 1) for i in range(8)] + [2 ** (-(2 * k + 1) / 2) for k in range(4)]
+    assert ch06.ex1(ref)
+    assert not ch06.ex1([2 ** (-8 * (i + 1) / 12) for i in range(12)])   # naive n=12 formula
+    assert not ch06.ex1("0.5")
+
+
+def test_ex2_one_layer_parameters():
+    h, f = 5120, 13696
+    assert ch06.ex2(3 * h * h + h * h + 3 * h * f + 2 * h)
+    assert not ch06.ex2(3 * h * h + h * h + 3 * h * f)        # forgot the norms
+    assert not ch06.ex2(float(3 * h * h + h * h + 3 * h * f + 2 * h) + 1)
+
+
+def test_ex3_int8_gib():
+    assert ch06.ex3(13_264_901_120 / 2 ** 30)
+    assert not ch06.ex3(13.26)                                  # GB (1e9), not GiB
+
+
+def test_ex4_devices():
+    # by hand: per device 2+2 bytes/param / 8 (weights, grads) + 12 bytes/param / (8 dp)
+    # + activations; the planner needs dp = 3 -> 24 devices
+    assert ch06.ex4(24)
+    assert not ch06.ex4(8) and not ch06.ex4(16)
