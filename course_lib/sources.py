@@ -193,7 +193,8 @@ def padding_fraction(lengths, batch_size: int, max_len: int | None = None,
 
 def plot_length_histogram(lengths, title: str = "Sequence length (tokens)", cutoff: int | None = None,
                           ax=None, bins: int = 60):
-    """Histogram of lengths with the median, p95 and an optional truncation ``cutoff`` marked.
+    """Histogram of lengths with the median, p95 and an optional ``cutoff`` (truncation length
+    or block size) marked.
     Returns the matplotlib Axes."""
     import matplotlib.pyplot as plt
     stats = length_stats(lengths, (50, 95))
@@ -205,9 +206,10 @@ def plot_length_histogram(lengths, title: str = "Sequence length (tokens)", cuto
     ax.axvline(stats["p50"], color="black", ls="--", label=f"median {stats['p50']}")
     ax.axvline(stats["p95"], color="orange", ls="--", label=f"p95 {stats['p95']}")
     if cutoff is not None:
-        ax.axvline(cutoff, color="red", lw=2, label=f"max_len {cutoff}")
+        ax.axvline(cutoff, color="red", lw=2, label=f"cutoff {cutoff}")
     ax.set_xlabel(f"tokens (values above {int(clip)} drawn in the last bin)")
     ax.set_ylabel("count")
     ax.set_title(title)
     ax.legend()
+    ax.figure.tight_layout()
     return ax

@@ -114,7 +114,7 @@ def test_padding_fraction_matches_padded_batch():
 def test_histogram_plot_draws_bars_and_markers():
     ax = sources.plot_length_histogram(np.arange(1, 200), cutoff=64, bins=20)
     assert len(ax.patches) == 20
-    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"median 100", "p95 190", "max_len 64"}
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"median 100", "p95 190", "cutoff 64"}
 
 
 def test_empty_and_malformed_inputs_give_clear_errors(tmp_path, tokenizer):
