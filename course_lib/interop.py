@@ -1,0 +1,159 @@
+"""Course models <-> the mindnlp / Hugging Face world, with the course side in a clean process.
+
+``import mindnlp`` replaces hundreds of ``mindspore.Tensor`` methods for the whole process;
+afterwards the course's own Cells (plain MindSpore code) no longer run there. A notebook
+that uses mindnlp therefore asks *another* process — ``python -m course_lib.interop ...``,
+which never imports mindnlp — to run the course models, and the two sides exchange files
+in the Hugging Face layout (``config.json`` + ``model.safetensors``) plus ``.npy``/``.json``:
+
+    info = export_course_model(dir, prompt_ids=[...])     # course InternLM -> HF layout + reference outputs
+    model = LlamaForCausalLM.from_pretrained(dir, config=LlamaConfig(**info["llama_config"]))   # mindnlp side
+    course = course_logits(merged_dir, ids)               # an HF-layout model (e.g. merged) run by the course code
+
+This module itself never imports mindnlp (nor does anything in ``course_lib``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REFERENCE_LOGITS = "reference_logits.npy"
+REFERENCE_JSON = "reference.json"
+
+
+class Pending:
+    """A clean-process job started in the background; ``result()`` waits for it."""
+
+    def __init__(self, command: str, args: dict, timeout: float, finish):
+        env = dict(os.environ, GLOG_v="3", PYTHONUNBUFFERED="1")
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.command, self.timeout, self._finish = command, timeout, finish
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "course_lib.interop", command, json.dumps(args)],
+            stdout=subprocess.DEVNULL, stderr=self._stderr, text=True, env=env)
+
+    def result(self):
+        try:
+            code = self.proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"`python -m course_lib.interop {self.command}` did not finish "
+                               f"within {self.timeout:g} s and was killed.") from None
+        if code != 0:
+            self._stderr.seek(0)
+            raise RuntimeError(f"`python -m course_lib.interop {self.command}` failed (exit "
+                               f"{code}):\n{self._stderr.read()[-3000:]}")
+        return self._finish()
+
+
+def _run_clean(command: str, args: dict, timeout: float, finish=lambda: None):
+    """Run ``python -m course_lib.interop <command> <json>`` in a fresh interpreter."""
+    return Pending(command, args, timeout, finish).result()
+
+
+def _ids_array(input_ids) -> np.ndarray:
+    ids = np.asarray(input_ids, dtype=np.int32)
+    if ids.ndim != 2 or ids.size == 0:
+        raise ValueError(f"input_ids must be a non-empty 2-D (batch, seq_len) array, got shape {ids.shape}.")
+    return ids
+
+
+def export_course_model(out_dir, input_ids, prompt_ids=None, max_new_tokens: int = 16,
+                        pretrained: bool = True, seed: int = 0, timeout: float = 900,
+                        background: bool = False):
+    """In a clean process: take the course InternLM-tiny (the zoo's news-pretrained one, or a
+    random one with ``seed``), save it in Hugging Face layout to ``out_dir``, and record
+    reference outputs: logits for ``input_ids`` and greedy ids for ``prompt_ids``.
+
+    Returns ``{"llama_config": kwargs for LlamaConfig, "logits": array, "generated": ids,
+    "eos_id", "pad_id", "parameters", "model"}`` — or, with ``background=True``, a
+    ``Pending`` at once (the work overlaps with yours; ``.result()`` returns the dict).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ids = _ids_array(input_ids)
+    (out_dir / REFERENCE_JSON).unlink(missing_ok=True)
+
+    def finish():
+        info = json.loads((out_dir / REFERENCE_JSON).read_text())
+        info["logits"] = np.load(out_dir / REFERENCE_LOGITS)
+        return info
+
+    args = dict(out_dir=str(out_dir), input_ids=ids.tolist(),
+                prompt_ids=None if prompt_ids is None else [int(i) for i in prompt_ids],
+                max_new_tokens=int(max_new_tokens), pretrained=bool(pretrained), seed=int(seed))
+    pending = Pending("export", args, timeout, finish)
+    return pending if background else pending.result()
+
+
+def course_logits(model_dir, input_ids, timeout: float = 600) -> np.ndarray:
+    """Logits of the Hugging Face-layout model in ``model_dir`` (Llama/InternLM/Baichuan
+    ``config.json`` + safetensors), computed by the course's own model code in a clean process."""
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").exists():
+        raise FileNotFoundError(f"{model_dir} has no config.json: save the model there first "
+                                "(e.g. model.save_pretrained(dir)).")
+    ids = _ids_array(input_ids)
+    with tempfile.TemporaryDirectory(prefix="course_logits_") as tmp:
+        out = Path(tmp) / "logits.npy"
+        return _run_clean("logits", dict(model_dir=str(model_dir), input_ids=ids.tolist(),
+                                         out=str(out)), timeout, finish=lambda: np.load(out))
+
+
+# --------------------------------------------------------------------------------------
+# The clean-process side
+# --------------------------------------------------------------------------------------
+def _export(out_dir, input_ids, prompt_ids, max_new_tokens, pretrained, seed):
+    import course_lib as cl
+    from mindspore import Tensor
+    from .generation import generate
+    from .hf_weights import llama_config_kwargs, save_pretrained
+    from .tokenizer import load_tokenizer
+    cl.setup(device="CPU", seed=seed, quiet=True)
+    tok = load_tokenizer()
+    if pretrained:
+        from .zoo import load_or_train
+        model, tok, zinfo = load_or_train("internlm-tiny", progress=False)
+        name = zinfo.name
+    else:
+        from .internlm import InternLMForCausalLM, tiny
+        model, name = InternLMForCausalLM(tiny()), f"internlm-tiny (random, seed {seed})"
+    model.set_train(False)
+    out_dir = Path(out_dir)
+    save_pretrained(model, out_dir)
+    logits = model(Tensor(np.asarray(input_ids, np.int32))).asnumpy()
+    np.save(out_dir / REFERENCE_LOGITS, logits)
+    generated = None
+    if prompt_ids:
+        generated = generate(model, [prompt_ids], max_new_tokens, eos_id=tok.eos_id,
+                             pad_id=tok.pad_id, do_sample=False)[0]
+    info = dict(llama_config=llama_config_kwargs(model.config), generated=generated,
+                eos_id=tok.eos_id, pad_id=tok.pad_id, model=name,
+                parameters=int(model.config.num_parameters()))
+    (out_dir / REFERENCE_JSON).write_text(json.dumps(info, indent=1))
+
+
+def _logits(model_dir, input_ids, out):
+    import course_lib as cl
+    from mindspore import Tensor
+    from .hf_weights import load_pretrained
+    cl.setup(device="CPU", quiet=True)
+    model = load_pretrained(model_dir)
+    model.set_train(False)
+    np.save(out, model(Tensor(np.asarray(input_ids, np.int32))).asnumpy())
+
+
+if __name__ == "__main__":
+    commands = {"export": _export, "logits": _logits}
+    if len(sys.argv) != 3 or sys.argv[1] not in commands:
+        sys.exit(f"usage: python -m course_lib.interop {{{'|'.join(commands)}}} '<json arguments>'")
+    if "mindnlp" in sys.modules:      # never true when run as a fresh interpreter
+        sys.exit("course_lib.interop must run in a process that has not imported mindnlp.")
+    commands[sys.argv[1]](**json.loads(sys.argv[2]))
