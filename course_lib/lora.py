@@ -68,10 +68,13 @@ class LoRADense(nn.Dense):
             raise ValueError(f"alpha must be a positive number (scaling = alpha / r), got {alpha!r}.")
         if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
-        # nn.Dense.__init__ builds the matmul/bias ops; its freshly made weight (zeros, cheap)
-        # is replaced right away by the base layer's own Parameters.
-        super().__init__(in_f, out_f, weight_init="zeros", bias_init="zeros",
-                         has_bias=base.has_bias)
+        # nn.Dense.__init__ builds the matmul/bias ops; the weight it makes is replaced right
+        # away by the base layer's own Parameters, so it is never allocated
+        # (no_init_parameters defers it; it is dropped before anything could initialise it).
+        from mindspore.nn.utils import no_init_parameters
+        with no_init_parameters():
+            super().__init__(in_f, out_f, weight_init="zeros", bias_init="zeros",
+                             has_bias=base.has_bias)
         self.weight = base.weight
         if base.has_bias:
             self.bias = base.bias

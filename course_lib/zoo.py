@@ -189,10 +189,13 @@ def _pretrain(recipe: PretrainRecipe, tokenizer, progress: bool):
     start = time.perf_counter()
     history = trainer.train()
     seconds = time.perf_counter() - start
-    metrics = {"train_loss_last10": float(np.mean(history["loss"][-10:])), **{
-        f"val_{k}": v for k, v in trainer.evaluate().items()}}
     model.set_train(False)
-    return model, {"loss": history["loss"], "lr": history["lr"]}, metrics, seconds
+    return model, {"loss": history["loss"], "lr": history["lr"]}, trainer, seconds
+
+
+def _metrics(trainer, history) -> dict:
+    return {"train_loss_last10": float(np.mean(history["loss"][-10:])),
+            **{f"val_{k}": v for k, v in trainer.evaluate().items()}}
 
 
 def _load_weights(model, path: Path) -> None:
@@ -231,8 +234,9 @@ def load_base(tokenizer=None, *, retrain: bool = False, progress: bool = True, *
                                              saved["train_seconds"])
         except Exception as err:  # torn/corrupt cache entry: say so and rebuild it
             print(f"zoo: cached {ckpt.name} is unreadable ({type(err).__name__}); retraining.")
-    model, history, metrics, seconds = _pretrain(recipe, tokenizer, progress)
-    _write_atomic(ckpt, lambda tmp: ms.save_checkpoint(model, str(tmp)))
+    model, history, trainer, seconds = _pretrain(recipe, tokenizer, progress)
+    _write_atomic(ckpt, lambda tmp: ms.save_checkpoint(model, str(tmp)))   # before anything else
+    metrics = _metrics(trainer, history)
     info = ZooInfo(BASE, key, ckpt, True, _jsonable(asdict(recipe)), history, metrics, seconds)
     _write_atomic(meta, lambda tmp: tmp.write_text(json.dumps(
         {"recipe": info.recipe, "history": history, "metrics": metrics,
