@@ -14,7 +14,8 @@ Learning rate inside a callback
   MindSpore's ``LearningRateScheduler`` (which does exactly that), or give the optimizer a
   per-step list (dynamic lr: no callback at all).
 
-Other callbacks: :class:`History`, :class:`EarlyStopping`, :class:`CheckpointSaver` (+
+Other callbacks: :class:`History`, :class:`EvalEvery`, :class:`EarlyStopping`,
+:class:`CheckpointSaver` (+
 :func:`restore_checkpoint`), :class:`ProgressBar` (tqdm), :class:`LiveLossPlot`.
 """
 from __future__ import annotations
@@ -293,6 +294,39 @@ class EarlyStopping(Callback):
                 p.set_data(Tensor(value, p.dtype))
 
 
+class EvalEvery(Callback):
+    """Evaluate every ``every_n_steps`` steps (and at the end of training) and publish the
+    results in the run context, for :class:`LiveLossPlot`/:class:`History`; ``evaluate``
+    defaults to ``trainer.evaluate`` under ``LLMTrainer``. ``self.results`` keeps them all."""
+
+    def __init__(self, every_n_steps: int, evaluate: Callable[[], Mapping] | None = None):
+        if every_n_steps < 1:
+            raise ValueError(f"every_n_steps must be >= 1, got {every_n_steps}")
+        self.every_n_steps, self.evaluate = every_n_steps, evaluate
+        self.results: list[tuple[int, dict]] = []
+
+    def _run(self, cb):
+        evaluate = self.evaluate
+        if evaluate is None:
+            if cb.get("trainer") is None:
+                raise ValueError("EvalEvery needs evaluate=... when used with Model.train.")
+            evaluate = cb.trainer.evaluate
+        step = int(cb.cur_step_num)
+        if self.results and self.results[-1][0] == step:
+            return
+        results = dict(evaluate())
+        self.results.append((step, results))
+        cb["eval_results"], cb["last_eval"] = results, (step, results)
+
+    def on_train_step_end(self, run_context):
+        cb = run_context.original_args()
+        if cb.cur_step_num % self.every_n_steps == 0:
+            self._run(cb)
+
+    def on_train_end(self, run_context):
+        self._run(run_context.original_args())
+
+
 class CheckpointSaver(Callback):
     """Save every ``every_n_steps`` steps (or every epoch end) into ``directory``.
 
@@ -404,11 +438,12 @@ class LiveLossPlot(Callback):
     (as ``val_loss``), every other metric gets its own panel."""
 
     def __init__(self, metrics: Sequence[str] = (), every: int = 10, smooth: float | None = 0.1,
-                 title: str | None = None, live: bool | None = None):
+                 title: str | None = None, live: bool | None = None, logy: Sequence[str] = ()):
         self.metrics = tuple(metrics)
         first = ("loss", "val_loss") if "loss" in self.metrics else ("loss",)
         others = [f"val_{m}" for m in self.metrics if m != "loss"]
-        self.plot = LivePlot(first, *others, every=every, smooth=smooth, title=title, live=live)
+        self.plot = LivePlot(first, *others, every=every, smooth=smooth, title=title, live=live,
+                             logy=logy)
         self._last_eval_step = None
 
     def _collect_eval(self, cb):

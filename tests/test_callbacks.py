@@ -155,3 +155,18 @@ def test_progress_bar_counts_the_steps_of_both_loops():
     bar = ProgressBar()
     LLMTrainer(TinyLM(), make_dataset(BlockSource(blocks), 4), steps=3, callbacks=[bar]).train()
     assert (bar.bar.n, bar.bar.total) == (3, 3)
+
+
+def test_eval_every_publishes_results_for_history_and_plot():
+    from course_lib.callbacks import EvalEvery
+    blocks = np.random.default_rng(0).integers(0, 64, (16, 9)).astype(np.int32)
+    data = make_dataset(BlockSource(blocks), 4)
+    every, history = EvalEvery(2), History()
+    trainer = LLMTrainer(TinyLM(), data, data, lr=1e-2, steps=5, callbacks=[every, history])
+    trainer.train()
+    assert [s for s, _ in every.results] == [2, 4, 5]            # every 2 steps + the end
+    assert [s for s, _ in history.evals] == [2, 4, 5]
+    assert set(every.results[0][1]) == {"loss", "perplexity"}
+    net, opt, model = _build()
+    with pytest.raises(ValueError, match="evaluate="):
+        model.train(1, _data(), callbacks=[EvalEvery(1)], dataset_sink_mode=False)

@@ -159,9 +159,15 @@ def test_checkpoint_from_a_different_model_names_the_mismatch(tmp_path):
         trainer.load(tmp_path / "big.ckpt")
     with pytest.raises(ValueError, match="embed.embedding_table"):
         trainer.load(tmp_path / "big.ckpt", weights_only=True)
-    other_schedule = LLMTrainer(_model(), _data(), lr=1e-2, steps=20)
-    with pytest.raises(ValueError, match="another learning-rate schedule|shape mismatch"):
-        other_schedule.load(big.save(tmp_path / "b2.ckpt") and tmp_path / "b2.ckpt")
+    same = LLMTrainer(_model(), _data(), **HPARAMS)
+    same.save(tmp_path / "same.ckpt")
+    longer = LLMTrainer(_model(), _data(), lr=1e-2, steps=20)
+    with pytest.raises(ValueError, match="another learning-rate schedule"):
+        longer.load(tmp_path / "same.ckpt")
+    head_only = LLMTrainer(_model(), _data(), trainable=lambda n: n.startswith("head."), **HPARAMS)
+    with pytest.raises(ValueError, match="only the optimizer state differs"):
+        head_only.load(tmp_path / "same.ckpt")
+    head_only.load(tmp_path / "same.ckpt", weights_only=True)
 
 
 def test_weights_only_load_keeps_optimizer_fresh(tmp_path):
@@ -193,3 +199,12 @@ def test_generate_continues_the_prompt_greedily(tokenizer):
     assert text.startswith("人民日报")
     ids = generate(model, [tokenizer.encode("人民日报")], 5, eos_id=tokenizer.eos_id)[0]
     assert text == "人民日报" + tokenizer.decode(ids)
+
+
+def test_compare_train_loops_reports_three_loops():
+    from course_lib.trainer import compare_train_loops
+    seconds = compare_train_loops(_model, _data, steps=4, pynative_steps=3)
+    assert set(seconds) == {"Model.train (graph)", "LLMTrainer (graph)", "LLMTrainer (pynative)"}
+    assert all(s > 0 for s in seconds.values())
+    with pytest.raises(ValueError, match="steps must be >= 3"):
+        compare_train_loops(_model, _data, steps=2)
