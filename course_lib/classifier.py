@@ -19,6 +19,7 @@ from typing import Sequence
 import mindspore as ms
 import numpy as np
 from mindspore import nn, ops
+from mindspore.common.initializer import Normal, initializer
 
 from .blocks import TransformerEncoder
 
@@ -103,8 +104,8 @@ class SentimentClassifier(nn.Cell):
         self.embed_dim, self.num_classes = embed_dim, num_classes
         self.tok_emb = nn.Embedding(vocab_size, embed_dim)
         # Learned absolute positions: one vector per slot, sliced to the batch's length.
-        self.pos_emb = ms.Parameter(ms.Tensor(np.random.default_rng(0).normal(
-            0.0, 0.02, (1, max_len, embed_dim)).astype(np.float32)), name="pos_emb")
+        self.pos_emb = ms.Parameter(initializer(Normal(0.02), (1, max_len, embed_dim), ms.float32),
+                                    name="pos_emb")
         self.encoder = TransformerEncoder(num_layers, embed_dim, num_heads, ffn_dim, dropout)
         self.dropout = nn.Dropout(p=dropout) if dropout > 0 else None
         self.head = nn.Dense(embed_dim, num_classes)
