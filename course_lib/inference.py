@@ -1,0 +1,391 @@
+"""Serving a language model: dynamic batching, and a decode step that compiles.
+
+Part 1 — **dynamic (continuous) batching**, the scheduling idea behind inference servers,
+built on the prefill / decode-step engine of ``course_lib.generation``:
+
+* requests arrive over time, each with its own prompt length and token budget;
+* at every decoding step the server admits the requests that have arrived (up to
+  ``max_batch`` rows): their prompts are left-padded and prefilled together, and the new
+  rows **join the running batch** (``merge_states`` pads the shorter KV cache on the left);
+* one forward pass then produces the next token of *every* row, using the KV cache;
+* a row that emits EOS or exhausts its budget **leaves the batch at once**
+  (``DecodeState.select_rows``), so its slot is free for the next request.
+
+``serve(model, requests, max_batch=1)`` is the one-at-a-time baseline on the same code
+path. Greedy decoding gives exactly the tokens ``generation.generate`` gives for each
+prompt alone: the attention mask hides the pads and positions count real tokens only.
+
+Part 2 — **a static-shape decode step** (``StaticDecodeStep``): the course model's KV cache
+is a growing Python object, fine for PyNative but not for graph compilation. Inference
+engines preallocate the cache at its maximum length and *write* each new key/value into
+its slot, so every step has the same shapes and GRAPH mode compiles the step once.
+``static_generate`` runs it (PyNative or GRAPH) and must give the same tokens too.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .generation import (DecodeState, apply_repetition_penalty, decode_step, next_token_scores,
+                         prefill, softmax)
+
+
+# ======================================================================================
+# Part 1: dynamic batching
+# ======================================================================================
+@dataclass(frozen=True)
+class Request:
+    id: int
+    prompt_ids: tuple
+    max_new_tokens: int
+    arrival: float = 0.0          # seconds after the server starts
+
+    def __post_init__(self):
+        if len(self.prompt_ids) == 0:
+            raise ValueError(f"request {self.id}: empty prompt; encode at least one token.")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"request {self.id}: max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.arrival < 0:
+            raise ValueError(f"request {self.id}: arrival must be >= 0 s, got {self.arrival}")
+
+
+@dataclass
+class Completion:
+    request: Request
+    tokens: list
+    first_token_at: float         # seconds after the server started
+    finished_at: float
+
+    @property
+    def latency(self) -> float:
+        """Arrival -> last token: what the user waits for (queueing included)."""
+        return self.finished_at - self.request.arrival
+
+    @property
+    def time_to_first_token(self) -> float:
+        return self.first_token_at - self.request.arrival
+
+
+@dataclass
+class ServeReport:
+    max_batch: int
+    completions: list             # Completion, ordered by request id
+    seconds: float                # first arrival -> last finish
+    batch_sizes: list = field(default_factory=list)   # rows in each forward pass
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(c.tokens) for c in self.completions)
+
+    @property
+    def throughput(self) -> float:
+        """Generated tokens per second of wall time."""
+        return self.tokens / self.seconds
+
+    @property
+    def latencies(self) -> list:
+        return [c.latency for c in self.completions]
+
+    def tokens_by_id(self) -> dict:
+        return {c.request.id: c.tokens for c in self.completions}
+
+    def __str__(self) -> str:
+        lat = np.asarray(self.latencies)
+        return (f"max_batch={self.max_batch}: {len(self.completions)} requests, {self.tokens} tokens "
+                f"in {self.seconds:.2f} s -> {self.throughput:.1f} tokens/s; latency mean "
+                f"{lat.mean():.2f} s, p90 {np.percentile(lat, 90):.2f} s; "
+                f"{len(self.batch_sizes)} forward passes, mean batch {np.mean(self.batch_sizes):.1f}")
+
+
+def make_requests(prompts_ids: Sequence[Sequence[int]], max_new_tokens, arrivals=None) -> list:
+    """Requests from token-id prompts. ``max_new_tokens``: one int or one per prompt;
+    ``arrivals``: seconds per prompt (default: everything at 0)."""
+    n = len(prompts_ids)
+    budgets = [max_new_tokens] * n if np.isscalar(max_new_tokens) else list(max_new_tokens)
+    times = [0.0] * n if arrivals is None else [float(a) for a in arrivals]
+    if not len(budgets) == len(times) == n:
+        raise ValueError(f"{n} prompts but {len(budgets)} budgets and {len(times)} arrival times.")
+    return [Request(i, tuple(int(t) for t in p), int(b), t)
+            for i, (p, b, t) in enumerate(zip(prompts_ids, budgets, times))]
+
+
+def poisson_arrivals(n: int, rate: float, seed: int = 0) -> list:
+    """Arrival times of ``n`` requests at ``rate`` requests/s on average (the first at 0)."""
+    if rate <= 0:
+        raise ValueError(f"rate must be > 0 requests/s, got {rate}")
+    gaps = np.random.default_rng(seed).exponential(1.0 / rate, n)
+    gaps[0] = 0.0
+    return np.cumsum(gaps).tolist()
+
+
+def _pad_left(state: DecodeState, width: int, pad_id: int):
+    """The state's ids/mask/cache widened to ``width`` columns by padding on the left."""
+    from mindspore import ops
+    extra = width - state.input_ids.shape[1]
+    if extra == 0:
+        return state.input_ids, state.attention_mask, state.cache
+    ids = np.pad(state.input_ids, ((0, 0), (extra, 0)), constant_values=pad_id)
+    mask = np.pad(state.attention_mask, ((0, 0), (extra, 0)), constant_values=0)
+    cache = state.cache
+    if cache is not None:
+        def widen(t):
+            b, h, _, d = t.shape
+            return ops.cat((ops.zeros((b, h, extra, d), t.dtype), t), 2)
+        cache.keys = [widen(k) for k in cache.keys]
+        cache.values = [widen(v) for v in cache.values]
+    return ids, mask, cache
+
+
+def merge_states(running: DecodeState, joining: DecodeState, pad_id: int = 0) -> DecodeState:
+    """New rows join a running batch: pad the narrower side on the left (ids, mask and the
+    KV cache of every layer), then stack the rows. Padded columns are masked out and
+    positions count real tokens only, so every row continues exactly as if it were alone."""
+    from mindspore import ops
+    if (running.cache is None) != (joining.cache is None):
+        raise ValueError("Both states must use the KV cache, or neither.")
+    width = max(running.input_ids.shape[1], joining.input_ids.shape[1])
+    ids_a, mask_a, cache_a = _pad_left(running, width, pad_id)
+    ids_b, mask_b, cache_b = _pad_left(joining, width, pad_id)
+    cache = None
+    if cache_a is not None:
+        cache = cache_a
+        cache.keys = [ops.cat((a, b), 0) for a, b in zip(cache_a.keys, cache_b.keys)]
+        cache.values = [ops.cat((a, b), 0) for a, b in zip(cache_a.values, cache_b.values)]
+    return DecodeState(np.concatenate([ids_a, ids_b]), np.concatenate([mask_a, mask_b]),
+                       np.concatenate([running.logits, joining.logits]), cache,
+                       list(running.rows) + list(joining.rows))
+
+
+def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None, pad_id: int = 0,
+          do_sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+          repetition_penalty: float = 1.0, seed: int = 0, progress=None) -> ServeReport:
+    """Run a server loop over ``requests`` (arriving at ``request.arrival`` seconds of real
+    time) with at most ``max_batch`` sequences in flight. ``max_batch=1`` = one at a time.
+
+    Sampling uses ``numpy.random.default_rng(seed + request.id)`` per request, so results do
+    not depend on which other requests share the batch. ``progress``: a tqdm-like object
+    whose ``update(n)`` is called with the number of finished requests."""
+    if max_batch < 1:
+        raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+    if not requests:
+        raise ValueError("No requests to serve.")
+    ids = [r.id for r in requests]
+    if len(set(ids)) != len(ids):
+        raise ValueError("Request ids must be unique.")
+    limit = model.config.max_seq_len
+    for r in requests:
+        if len(r.prompt_ids) + r.max_new_tokens > limit:
+            raise ValueError(f"request {r.id}: prompt ({len(r.prompt_ids)}) + max_new_tokens "
+                             f"({r.max_new_tokens}) exceeds max_seq_len={limit}.")
+    eos = set() if eos_id is None else ({int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id)))
+    by_id = {r.id: r for r in requests}
+    waiting = deque(sorted(requests, key=lambda r: (r.arrival, r.id)))
+    outputs = {r.id: [] for r in requests}
+    seen = {r.id: set(r.prompt_ids) for r in requests}
+    rngs = {r.id: np.random.default_rng(seed + r.id) for r in requests}
+    first_token, finished, batch_sizes = {}, {}, []
+    state = None
+    start = time.perf_counter()
+    now = lambda: time.perf_counter() - start     # noqa: E731
+
+    while waiting or state is not None:
+        # 1. Admit every request that has arrived, while there is room.
+        room = max_batch - (state.batch_size if state is not None else 0)
+        admitted = []
+        while waiting and room > 0 and waiting[0].arrival <= now():
+            admitted.append(waiting.popleft())
+            room -= 1
+        if state is None and not admitted:          # idle: wait for the next arrival
+            time.sleep(max(0.0, waiting[0].arrival - now()))
+            continue
+        if admitted:
+            joining = prefill(model, [list(r.prompt_ids) for r in admitted], pad_id)
+            joining.rows = [r.id for r in admitted]
+            batch_sizes.append(len(admitted))
+            state = joining if state is None else merge_states(state, joining, pad_id)
+
+        # 2. Choose the next token of every row (the same rules as generation.generate).
+        vocab = state.logits.shape[-1]
+        seen_rows = np.zeros((state.batch_size, vocab), bool)
+        for i, rid in enumerate(state.rows):
+            seen_rows[i, list(seen[rid])] = True
+        if do_sample:
+            probs = softmax(next_token_scores(state.logits, seen_rows, temperature=temperature,
+                                              top_k=top_k, top_p=top_p,
+                                              repetition_penalty=repetition_penalty))
+            chosen = [int(rngs[rid].choice(vocab, p=probs[i])) for i, rid in enumerate(state.rows)]
+        else:
+            scores = apply_repetition_penalty(state.logits, seen_rows, repetition_penalty)
+            chosen = [int(t) for t in np.argmax(scores, -1)]
+
+        # 3. Record; finished rows leave the batch.
+        t = now()
+        keep = []
+        for i, (rid, tok) in enumerate(zip(state.rows, chosen)):
+            outputs[rid].append(tok)
+            seen[rid].add(tok)
+            first_token.setdefault(rid, t)
+            if tok in eos or len(outputs[rid]) >= by_id[rid].max_new_tokens:
+                finished[rid] = t
+            else:
+                keep.append(i)
+        if progress is not None and len(keep) < state.batch_size:
+            progress.update(state.batch_size - len(keep))
+        if not keep:
+            state = None
+            continue
+        if len(keep) < state.batch_size:
+            state.select_rows(keep)
+            chosen = [chosen[i] for i in keep]
+        # 4. One forward pass for the whole batch, from the KV cache.
+        batch_sizes.append(state.batch_size)
+        decode_step(model, state, chosen)
+
+    first_arrival = min(r.arrival for r in requests)
+    completions = [Completion(by_id[i], outputs[i], first_token[i], finished[i]) for i in sorted(by_id)]
+    return ServeReport(max_batch, completions, max(finished.values()) - first_arrival, batch_sizes)
+
+
+# ======================================================================================
+# Part 2: a decode step with static shapes (compiles in GRAPH mode)
+# ======================================================================================
+def _static_step_cell(model):
+    """Build the ``StaticDecodeStep`` Cell for ``model`` (imports MindSpore lazily)."""
+    import mindspore as ms
+    from mindspore import nn, ops
+    from .layers import MASK_VALUE, apply_rotary, attention_weights, positions_from_mask
+
+    class StaticDecodeStep(nn.Cell):
+        """One token per row against a preallocated cache of fixed length S.
+
+        Inputs: ``token`` (B, 1) int32; ``position`` (B, 1) int32 — the new token's position
+        counting real tokens; ``write`` (1, 1, S, 1) float32 one-hot of the slot to fill;
+        ``key_mask`` (B, S) int32 — 1 for real tokens including the new one; ``keys`` /
+        ``values`` — one (B, H, S, d) tensor per layer. Returns the next-token logits (B, V)
+        and the updated caches. Same shapes every step -> compiled once.
+        """
+
+        def __init__(self, lm):
+            super().__init__(auto_prefix=False)
+            self.lm = lm
+            self.alibi = lm.model.slopes is not None
+
+        def construct(self, token, position, write, key_mask, keys, values):
+            body = self.lm.model
+            h = body.embed_tokens(token)                                   # (B, 1, hidden)
+            allowed = key_mask[:, None, None, :] > 0                       # (B, 1, 1, S)
+            bias = ops.where(allowed, ops.zeros((), ms.float32),
+                             ops.full((), MASK_VALUE, dtype=ms.float32))
+            cos, sin = None, None
+            if self.alibi:
+                pos_k = positions_from_mask(key_mask).astype(ms.float32)[:, None, None, :]
+                pos_q = position.astype(ms.float32)[:, None, :, None]
+                bias = bias + body.slopes[None, :, None, None] * (pos_k - pos_q)
+            else:
+                cos, sin = body.rotary(position)
+            new_keys, new_values = (), ()
+            for i, layer in enumerate(body.layers):
+                attn = layer.self_attn
+                x = layer.input_layernorm(h)
+                q, k, v = attn.project_qkv(x)
+                batch = x.shape[0]
+                q, k, v = attn._heads(q, batch, 1), attn._heads(k, batch, 1), attn._heads(v, batch, 1)
+                if not self.alibi:
+                    q, k = apply_rotary(q, k, cos, sin)
+                keys_i = keys[i] * (1 - write) + k * write                 # write into the slot
+                values_i = values[i] * (1 - write) + v * write
+                probs = attention_weights(q, keys_i, bias, attn.scale).astype(values_i.dtype)
+                out = ops.matmul(probs, values_i).swapaxes(1, 2).reshape(batch, 1, attn.hidden_size)
+                h = h + attn.o_proj(out)
+                h = h + layer.mlp(layer.post_attention_layernorm(h))
+                new_keys = new_keys + (keys_i,)
+                new_values = new_values + (values_i,)
+            logits = self.lm.lm_head(body.norm(h))[:, -1].astype(ms.float32)
+            return logits, new_keys, new_values
+
+    return StaticDecodeStep(model)
+
+
+@dataclass
+class StaticRun:
+    tokens: list                   # new ids per prompt (cut after EOS)
+    mode: str
+    compile_seconds: float         # the first decode call (includes graph compilation)
+    step_seconds: list             # every later decode call
+
+    @property
+    def median_step(self) -> float:
+        return float(np.median(self.step_seconds)) if self.step_seconds else float("nan")
+
+
+def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "graph",
+                    eos_id=None, pad_id: int = 0, step_cell=None) -> StaticRun:
+    """Greedy decoding with ``StaticDecodeStep``: prefill with the ordinary model
+    (PyNative), copy its KV cache into buffers of length prompt + ``max_new_tokens``, then
+    decode with fixed shapes in ``mode`` ("graph" compiles the step once). Rows that finish
+    keep computing (static batch) but their later tokens are discarded."""
+    import mindspore as ms
+    from mindspore import Tensor, ops
+    from .training import execution_mode
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    eos = set() if eos_id is None else ({int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id)))
+    state = prefill(model, prompts_ids, pad_id)
+    width = state.input_ids.shape[1]
+    total = width + max_new_tokens
+    if total > model.config.max_seq_len:
+        raise ValueError(f"prompt ({width}) + max_new_tokens ({max_new_tokens}) exceeds "
+                         f"max_seq_len={model.config.max_seq_len}.")
+    batch = state.batch_size
+    grow = lambda t: ops.cat((t, ops.zeros((batch, t.shape[1], max_new_tokens, t.shape[3]),  # noqa: E731
+                                           t.dtype)), 2)
+    keys = tuple(grow(k) for k in state.cache.keys)
+    values = tuple(grow(v) for v in state.cache.values)
+    mask = np.zeros((batch, total), np.int32)
+    mask[:, :width] = state.attention_mask
+    step = step_cell or _static_step_cell(model)
+    outputs = [[] for _ in range(batch)]
+    done = [False] * batch
+    logits, compile_s, times = state.logits, 0.0, []
+    with execution_mode(mode):
+        for t in range(max_new_tokens):
+            chosen = np.argmax(logits, -1).astype(np.int32)
+            for i, tok in enumerate(chosen):
+                if not done[i]:
+                    outputs[i].append(int(tok))
+                    done[i] = int(tok) in eos
+            if all(done) or t == max_new_tokens - 1:
+                break
+            slot = width + t
+            mask[:, slot] = 1
+            position = (mask.sum(1, keepdims=True) - 1).astype(np.int32)
+            write = np.zeros((1, 1, total, 1), np.float32)
+            write[0, 0, slot, 0] = 1.0
+            t0 = time.perf_counter()
+            # mutable: a tuple of Tensors is otherwise a compile-time CONSTANT in GRAPH mode
+            # (recompiled every step, and stale values baked into the graph).
+            out, keys, values = step(Tensor(chosen[:, None]), Tensor(position), Tensor(write),
+                                     Tensor(mask), ms.mutable(tuple(keys)), ms.mutable(tuple(values)))
+            logits = out.asnumpy()
+            elapsed = time.perf_counter() - t0
+            if t == 0:
+                compile_s = elapsed
+            else:
+                times.append(elapsed)
+    return StaticRun(outputs, mode, compile_s, times)
+
+
+def pynative_step_seconds(model, prompts_ids, max_new_tokens: int, pad_id: int = 0) -> list:
+    """Seconds per ``generation.decode_step`` (PyNative, growing cache) on the same batch."""
+    state = prefill(model, prompts_ids, pad_id)
+    times = []
+    for _ in range(max_new_tokens - 1):
+        chosen = np.argmax(state.logits, -1)
+        t0 = time.perf_counter()
+        decode_step(model, state, chosen)
+        times.append(time.perf_counter() - t0)
+    return times
