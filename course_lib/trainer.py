@@ -275,10 +275,17 @@ class LLMTrainer:
 
     def finetune(self, data, trainable=None, steps: int = 100, lr: float = 1e-4, *,
                  warmup_steps: int = 0, weight_decay: float = 0.0, min_lr: float | None = None,
-                 clip: float | None = 1.0) -> dict:
+                 clip: float | None = 1.0, eval_data=None, callbacks: Sequence | None = None
+                 ) -> dict:
         """Start a new phase on ``data``: fresh optimizer and schedule over ``trainable``
         only (a name filter ``callable(name) -> bool`` or a list of Parameters); every other
-        weight stays bit-identical. Returns the phase's history."""
+        weight stays bit-identical. ``eval_data``/``callbacks``, when given, replace the
+        trainer's for this and later calls (step counts restart at 1: a plot of the previous
+        phase should not continue). Returns the phase's history."""
+        if eval_data is not None:
+            self.eval_data = eval_data
+        if callbacks is not None:
+            self.callbacks = list(callbacks)
         self._configure(data, trainable=trainable, lr=lr, steps=steps,
                         warmup_steps=warmup_steps, min_lr=lr if min_lr is None else min_lr,
                         weight_decay=weight_decay, clip=clip)

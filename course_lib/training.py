@@ -291,13 +291,22 @@ def execution_mode(mode: str):
 
 
 def apply_amp(model: nn.Cell, amp_level: str = "O0") -> nn.Cell:
-    """Mixed precision in place: ``O0`` float32; ``O1``/``O2``/``O3`` float16 compute.
+    """Mixed precision IN PLACE (same object, same parameter names, so name filters and
+    checkpoints keep working): ``O0`` float32; ``O1`` the Dense layers compute in float16;
+    ``O2`` everything but MindSpore's black-listed norms (BatchNorm/LayerNorm) in float16;
+    ``O3`` everything in float16. Parameters stay float32 (the master weights).
 
+    ``ms.amp.auto_mixed_precision`` is used for O2/O3, which cast in place and only wrap
+    the output; its O1 rewrites the network into a NEW object, so O1 is done here directly.
     float16 only: bfloat16 MatMul/Softmax have no CPU kernels. The loss is computed in
     float32 either way (``token_nll`` casts the logits)."""
     if amp_level not in AMP_LEVELS:
         raise ValueError(f"Unknown amp_level {amp_level!r}; use one of {AMP_LEVELS}.")
-    if amp_level != "O0":
+    if amp_level == "O1":
+        for _, cell in model.cells_and_names():
+            if isinstance(cell, nn.Dense):
+                cell.to_float(ms.float16)
+    elif amp_level in ("O2", "O3"):
         ms.amp.auto_mixed_precision(model, amp_level=amp_level, dtype=ms.float16)
     return model
 

@@ -86,8 +86,11 @@ def test_finetune_trains_only_the_selected_parameters():
     trainer = LLMTrainer(_model(), _data(), **HPARAMS)
     trainer.train(3)
     before = {p.name: p.asnumpy().copy() for p in trainer.model.get_parameters()}
-    hist = trainer.finetune(_data(seed=5), trainable=lambda n: n.startswith("head."), steps=4, lr=1e-2)
-    assert hist["step"] == [1, 2, 3, 4]
+    rec, new_eval = _Recorder(), _data(seed=6)
+    hist = trainer.finetune(_data(seed=5), trainable=lambda n: n.startswith("head."), steps=4,
+                            lr=1e-2, eval_data=new_eval, callbacks=[rec])
+    assert hist["step"] == [1, 2, 3, 4] and [s for s, _ in rec.steps] == [1, 2, 3, 4]
+    assert trainer.eval_data is new_eval and trainer.callbacks == [rec]
     assert trainer.num_trainable == 64 * 16 + 64
     for p in trainer.model.get_parameters():
         changed = not np.array_equal(p.asnumpy(), before[p.name])

@@ -220,6 +220,18 @@ def test_select_trainable_errors():
         select_trainable(model, other.trainable_params())
 
 
+@pytest.mark.parametrize("level, head_dtype", [("O0", ms.float32), ("O1", ms.float16),
+                                               ("O2", ms.float16), ("O3", ms.float16)])
+def test_amp_levels_cast_in_place(level, head_dtype):
+    model = TinyLM()
+    names = [p.name for p in model.get_parameters()]
+    assert apply_amp(model, level) is model
+    assert [p.name for p in model.get_parameters()] == names     # filters/checkpoints still work
+    hidden = Tensor(np.ones((1, 2, 16), np.float32))
+    assert model.head(hidden).dtype == head_dtype
+    assert all(p.dtype == ms.float32 for p in model.get_parameters())   # fp32 master weights
+
+
 def test_float16_o2_step_runs_on_cpu_without_dynamic_loss_scaling():
     model = apply_amp(TinyLM(), "O2")
     step = TrainStep(LossCell(model), AdamW(model.trainable_params(), 1e-2), clip=1.0,
