@@ -62,6 +62,7 @@ def test_mindtorch_in_own_process(inputs, torch_result):
     assert diffs["loss_max_diff"] < 1e-4            # workaround loop: same training
     assert r["backward_grads"] == 0                 # loss.backward() leaves every .grad None
     assert r["textbook_error"] and r["textbook_weights_changed"] == 0.0
+    assert "zero_grad" in r["textbook_error"]       # fails before backward() and step()
     assert "NoneType" in r["sgd_error"]
     assert "addcdiv" in r["AdamW_step"]             # AdamW.step with real grads fails on CPU
 

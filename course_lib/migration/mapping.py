@@ -100,6 +100,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _rng(seed: int = 0):
+    """NumPy generator for the inputs; also seeds torch (its modules initialise randomly)."""
+    real_torch().manual_seed(seed)
     return np.random.default_rng(seed)
 
 
