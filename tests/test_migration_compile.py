@@ -129,3 +129,25 @@ def test_three_step_modes_agree():
     assert [row["mode"] for row in step_modes.ratio_table(results)] == list(step_modes.MODES)
     with pytest.raises(ValueError, match="Unknown mode 'eager'"):
         step_modes.run_mode("eager", lambda: model, batches)
+
+
+def test_python_scalars_are_graph_constants():
+    """A Python float argument is baked into the graph: each new value recompiles;
+    ms.mutable or a Tensor makes it a graph input."""
+    import mindspore as ms
+    from mindspore import Tensor
+
+    class Scale(nn.Cell):
+        def construct(self, x, t):
+            return ops.softmax(x / t, -1)
+
+    x = Tensor(np.ones((2, 5), np.float32))
+    counts = []
+    with cs.graph_mode():
+        for wrap in (float, ms.mutable, lambda t: Tensor(t, ms.float32)):
+            net = Scale()
+            with cs.CompileCounter() as counter:
+                for t in (0.5, 0.7, 1.0, 0.7):
+                    net(x, wrap(t))
+            counts.append(counter.count)
+    assert counts == [3, 1, 1]

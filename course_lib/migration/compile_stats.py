@@ -67,19 +67,41 @@ class CompileCounter:
         return (self.stop if self.stop is not None else compiled_graphs()) - self.start
 
 
+@contextmanager
+def _stderr_to(path: Path):
+    """Point file descriptor 2 at ``path`` for the block (C++ logs included)."""
+    import sys
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def count_compiles_from_ir(run: Callable[[], object], directory) -> int:
     """Run ``run()`` with MindSpore's IR dump on and count the graphs it compiled, from the
     ``*_bootstrap_*.ir`` files (one per compiled graph). Slow (writes ~100 files per
-    graph): meant for a small cross-check, not for timing."""
+    graph): meant for a small cross-check, not for timing.
+
+    While dumping, MindSpore looks up the source file of every Cell; for code typed into a
+    Jupyter cell that file does not exist and it logs one ERROR line per lookup (megabytes).
+    In a Jupyter kernel stderr is a pipe drained by a Python thread that cannot run while
+    MindSpore holds the GIL, so the pipe fills up and the kernel hangs. The C-level stderr
+    is therefore sent to ``directory/mindspore_stderr.log`` during the dump."""
     import mindspore as ms
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     before = set(directory.rglob("*bootstrap*.ir"))
-    ms.set_context(save_graphs=1, save_graphs_path=str(directory))
-    try:
-        run()
-    finally:
-        ms.set_context(save_graphs=0)
+    with _stderr_to(directory / "mindspore_stderr.log"):
+        ms.set_context(save_graphs=1, save_graphs_path=str(directory))
+        try:
+            run()
+        finally:
+            ms.set_context(save_graphs=0)
     return len(set(directory.rglob("*bootstrap*.ir")) - before)
 
 
