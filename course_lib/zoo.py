@@ -214,6 +214,12 @@ def _read_info(meta: Path) -> dict | None:
         return None
 
 
+def _write_info(meta: Path, info: "ZooInfo") -> None:
+    _write_atomic(meta, lambda tmp: tmp.write_text(json.dumps(
+        {"recipe": info.recipe, "history": info.history, "metrics": info.metrics,
+         "train_seconds": info.train_seconds}), encoding="utf-8"))
+
+
 def load_base(tokenizer=None, *, retrain: bool = False, progress: bool = True, **overrides):
     """The news-pretrained InternLM-tiny: ``(model, tokenizer, ZooInfo)``."""
     import mindspore as ms
@@ -223,24 +229,27 @@ def load_base(tokenizer=None, *, retrain: bool = False, progress: bool = True, *
     recipe = pretrain_recipe(**overrides)
     key = cache_key(BASE, recipe, tokenizer)
     ckpt, meta = _paths(BASE, key, ".ckpt")
-    saved = None if retrain else _read_info(meta)
-    if saved is not None and ckpt.is_file():
+    if not retrain and ckpt.is_file():
+        saved = _read_info(meta) or {}   # written after the checkpoint: may be missing
         model = new_base(recipe)
         try:
             _load_weights(model, ckpt)
             model.set_train(False)
-            return model, tokenizer, ZooInfo(BASE, key, ckpt, False, saved["recipe"],
-                                             saved["history"], saved["metrics"],
-                                             saved["train_seconds"])
+            info = ZooInfo(BASE, key, ckpt, False, saved.get("recipe", _jsonable(asdict(recipe))),
+                           saved.get("history", {}), saved.get("metrics", {}),
+                           saved.get("train_seconds", 0.0))
+            if not saved:
+                _write_info(meta, info)
+            return model, tokenizer, info
         except Exception as err:  # torn/corrupt cache entry: say so and rebuild it
             print(f"zoo: cached {ckpt.name} is unreadable ({type(err).__name__}); retraining.")
     model, history, trainer, seconds = _pretrain(recipe, tokenizer, progress)
-    _write_atomic(ckpt, lambda tmp: ms.save_checkpoint(model, str(tmp)))   # before anything else
-    metrics = _metrics(trainer, history)
-    info = ZooInfo(BASE, key, ckpt, True, _jsonable(asdict(recipe)), history, metrics, seconds)
-    _write_atomic(meta, lambda tmp: tmp.write_text(json.dumps(
-        {"recipe": info.recipe, "history": history, "metrics": metrics,
-         "train_seconds": seconds}), encoding="utf-8"))
+    # The weights are saved first: minutes of training must survive whatever comes next.
+    _write_atomic(ckpt, lambda tmp: ms.save_checkpoint(model, str(tmp)))
+    info = ZooInfo(BASE, key, ckpt, True, _jsonable(asdict(recipe)), history, {}, seconds)
+    _write_info(meta, info)
+    info.metrics = _metrics(trainer, history)
+    _write_info(meta, info)
     return model, tokenizer, info
 
 
@@ -282,9 +291,7 @@ def store_sentiment_lora(run, tokenizer, base_info: ZooInfo,
     _write_atomic(adapter, lambda tmp: save_adapter(run.model, tmp))
     info = ZooInfo(SENTIMENT_LORA, key, adapter, True, _jsonable(asdict(recipe)), history,
                    metrics, seconds)
-    _write_atomic(meta, lambda tmp: tmp.write_text(json.dumps(
-        {"recipe": info.recipe, "history": history, "metrics": metrics,
-         "train_seconds": seconds}), encoding="utf-8"))
+    _write_info(meta, info)
     return info
 
 
