@@ -36,8 +36,9 @@ def test_assigning_a_float_to_optimizer_learning_rate_raises():
 def test_assigning_a_tensor_breaks_the_update_in_pynative():
     # in its own process: the compiled optimizer then reads stale memory
     result = probe_lr("attr_tensor", "pynative", isolated=True)
-    assert result != pytest.approx(WANTED, abs=1e-6)
-    assert result == "crashed (exit code -11)" or result[0] == pytest.approx(0.1)
+    # undefined behaviour: zero or garbage updates (or a crash), never the wanted schedule
+    assert isinstance(result, str) or result[0] == pytest.approx(0.1)   # step 1 precedes it
+    assert isinstance(result, str) or result != pytest.approx(WANTED, abs=1e-6)
 
 
 def test_assign_lr_refuses_an_optimizer_with_a_schedule():
