@@ -23,6 +23,9 @@ its slot, so every step has the same shapes and GRAPH mode compiles the step onc
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -75,7 +78,12 @@ class ServeReport:
     max_batch: int
     completions: list             # Completion, ordered by request id
     seconds: float                # first arrival -> last finish
-    batch_sizes: list = field(default_factory=list)   # rows in each forward pass
+    passes: list = field(default_factory=list)   # ("prefill" | "decode", rows) per forward pass
+
+    @property
+    def batch_sizes(self) -> list:
+        """Rows in each decoding step (the batch occupancy)."""
+        return [rows for kind, rows in self.passes if kind == "decode"]
 
     @property
     def tokens(self) -> int:
@@ -98,7 +106,8 @@ class ServeReport:
         return (f"max_batch={self.max_batch}: {len(self.completions)} requests, {self.tokens} tokens "
                 f"in {self.seconds:.2f} s -> {self.throughput:.1f} tokens/s; latency mean "
                 f"{lat.mean():.2f} s, p90 {np.percentile(lat, 90):.2f} s; "
-                f"{len(self.batch_sizes)} forward passes, mean batch {np.mean(self.batch_sizes):.1f}")
+                f"{len(self.passes)} forward passes, mean decode batch "
+                f"{np.mean(self.batch_sizes or [0]):.1f}")
 
 
 def make_requests(prompts_ids: Sequence[Sequence[int]], max_new_tokens, arrivals=None) -> list:
@@ -187,7 +196,7 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
     outputs = {r.id: [] for r in requests}
     seen = {r.id: set(r.prompt_ids) for r in requests}
     rngs = {r.id: np.random.default_rng(seed + r.id) for r in requests}
-    first_token, finished, batch_sizes = {}, {}, []
+    first_token, finished, passes = {}, {}, []
     state = None
     start = time.perf_counter()
     now = lambda: time.perf_counter() - start     # noqa: E731
@@ -205,7 +214,7 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
         if admitted:
             joining = prefill(model, [list(r.prompt_ids) for r in admitted], pad_id)
             joining.rows = [r.id for r in admitted]
-            batch_sizes.append(len(admitted))
+            passes.append(("prefill", len(admitted)))
             state = joining if state is None else merge_states(state, joining, pad_id)
 
         # 2. Choose the next token of every row (the same rules as generation.generate).
@@ -242,12 +251,12 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
             state.select_rows(keep)
             chosen = [chosen[i] for i in keep]
         # 4. One forward pass for the whole batch, from the KV cache.
-        batch_sizes.append(state.batch_size)
+        passes.append(("decode", state.batch_size))
         decode_step(model, state, chosen)
 
     first_arrival = min(r.arrival for r in requests)
     completions = [Completion(by_id[i], outputs[i], first_token[i], finished[i]) for i in sorted(by_id)]
-    return ServeReport(max_batch, completions, max(finished.values()) - first_arrival, batch_sizes)
+    return ServeReport(max_batch, completions, max(finished.values()) - first_arrival, passes)
 
 
 # ======================================================================================
@@ -389,3 +398,41 @@ def pynative_step_seconds(model, prompts_ids, max_new_tokens: int, pad_id: int =
         decode_step(model, state, chosen)
         times.append(time.perf_counter() - t0)
     return times
+
+
+# ======================================================================================
+# Part 3: PyNative's operator dispatch — asynchronous (default) or blocking
+# ======================================================================================
+def _time_decode(steps: int, batch: int) -> float:
+    """Median seconds of ``decode_step`` on a random InternLM-tiny (runs in this process)."""
+    import course_lib as cl
+    from .internlm import InternLMForCausalLM, tiny
+    cl.setup(device="CPU", seed=0, quiet=True)
+    model = InternLMForCausalLM(tiny())
+    model.set_train(False)
+    return float(np.median(pynative_step_seconds(model, [[5, 6, 7, 8, 9, 10]] * batch, steps + 1)))
+
+
+def pynative_dispatch_ms(blocking: bool, steps: int = 6, batch: int = 8, timeout: float = 300) -> float:
+    """Median milliseconds per PyNative ``decode_step`` in a FRESH process, with MindSpore's
+    default asynchronous operator dispatch or with ``ms.runtime.launch_blocking()`` (which
+    can be switched on only once per process — hence the subprocess)."""
+    cmd = [sys.executable, "-m", "course_lib.inference", "--time-decode", str(steps), str(batch)]
+    if blocking:
+        cmd.append("--blocking")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, GLOG_v="3"))
+    for line in proc.stdout.splitlines():
+        if line.startswith("DECODE_MS "):
+            return float(line.split()[1])
+    raise RuntimeError(f"timing subprocess failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "--time-decode":
+        if "--blocking" in sys.argv:
+            import mindspore as ms
+            ms.runtime.launch_blocking()
+        print(f"DECODE_MS {1000 * _time_decode(int(sys.argv[2]), int(sys.argv[3])):.3f}", flush=True)
+    else:
+        sys.exit("usage: python -m course_lib.inference --time-decode STEPS BATCH [--blocking]")

@@ -54,8 +54,8 @@ def test_dynamic_batching_equals_one_at_a_time_greedy(which, models):
     requests = inf.make_requests(PROMPTS, BUDGETS)
     report = inf.serve(model, requests, max_batch=3, eos_id=eos)
     assert [report.tokens_by_id()[i] for i in range(5)] == reference
-    assert report.batch_sizes[0] == 3 and max(report.batch_sizes) == 3
-    assert 1 in report.batch_sizes[1:]         # a prefill of one joining request mid-flight
+    assert report.passes[0] == ("prefill", 3) and max(report.batch_sizes) == 3
+    assert any(kind == "prefill" for kind, _ in report.passes[1:])   # joining mid-flight
 
 
 def test_max_batch_one_is_one_pass_per_token(models):
@@ -63,7 +63,7 @@ def test_max_batch_one_is_one_pass_per_token(models):
     requests = inf.make_requests(PROMPTS[:3], BUDGETS[:3])
     one = inf.serve(model, requests, max_batch=1)
     assert set(one.batch_sizes) == {1}
-    assert len(one.batch_sizes) == sum(BUDGETS[:3])
+    assert len(one.passes) == sum(BUDGETS[:3])       # 1 prefill + (budget - 1) steps each
     assert [one.tokens_by_id()[i] for i in range(3)] == alone(model)[:3]
 
 
@@ -134,3 +134,12 @@ def test_static_generate_errors(models):
         inf.static_generate(models["alibi"], PROMPTS, 0)
     with pytest.raises(ValueError, match="exceeds max_seq_len"):
         inf.static_generate(models["alibi"], PROMPTS, 10_000)
+
+
+@pytest.mark.slow
+def test_dispatch_timing_runs_in_a_fresh_process():
+    import mindspore as ms
+    ms_before = ms.get_context("mode")
+    value = inf.pynative_dispatch_ms(blocking=True, steps=2, batch=2)
+    assert value > 0
+    assert ms.get_context("mode") == ms_before        # nothing changed in this process
