@@ -266,50 +266,43 @@ def _static_step_cell(model):
     """Build the ``StaticDecodeStep`` Cell for ``model`` (imports MindSpore lazily)."""
     import mindspore as ms
     from mindspore import nn, ops
-    from .layers import MASK_VALUE, apply_rotary, attention_weights, positions_from_mask
+    from .layers import apply_rotary
 
     class StaticDecodeStep(nn.Cell):
         """One token per row against a preallocated cache of fixed length S.
 
-        Inputs: ``token`` (B, 1) int32; ``position`` (B, 1) int32 — the new token's position
-        counting real tokens; ``write`` (1, 1, S, 1) float32 one-hot of the slot to fill;
-        ``key_mask`` (B, S) int32 — 1 for real tokens including the new one; ``keys`` /
-        ``values`` — one (B, H, S, d) tensor per layer. Returns the next-token logits (B, V)
-        and the updated caches. Same shapes every step -> compiled once.
+        Inputs: ``token`` (B, 1) int32; ``bias`` (B, H|1, 1, S) float32 — 0 for visible
+        keys, -1e9 for empty slots and padding (+ ALiBi); ``cos``/``sin`` (B, 1, 1, d) —
+        the new token's RoPE angles (ones/zeros for ALiBi models); ``write`` (1, 1, S, 1)
+        float32 one-hot of the slot to fill; ``keys``/``values``: one (B, H, S, d) tensor
+        per layer. Returns the next-token logits (B, V) and the updated caches. The same
+        shapes at every step -> GRAPH mode compiles it once.
         """
 
         def __init__(self, lm):
             super().__init__(auto_prefix=False)
             self.lm = lm
-            self.alibi = lm.model.slopes is not None
+            self.rope = lm.config.position == "rope"
 
-        def construct(self, token, position, write, key_mask, keys, values):
+        def construct(self, token, bias, cos, sin, write, keys, values):
             body = self.lm.model
             h = body.embed_tokens(token)                                   # (B, 1, hidden)
-            allowed = key_mask[:, None, None, :] > 0                       # (B, 1, 1, S)
-            bias = ops.where(allowed, ops.zeros((), ms.float32),
-                             ops.full((), MASK_VALUE, dtype=ms.float32))
-            cos, sin = None, None
-            if self.alibi:
-                pos_k = positions_from_mask(key_mask).astype(ms.float32)[:, None, None, :]
-                pos_q = position.astype(ms.float32)[:, None, :, None]
-                bias = bias + body.slopes[None, :, None, None] * (pos_k - pos_q)
-            else:
-                cos, sin = body.rotary(position)
             new_keys, new_values = (), ()
             for i, layer in enumerate(body.layers):
                 attn = layer.self_attn
                 x = layer.input_layernorm(h)
-                q, k, v = attn.project_qkv(x)
                 batch = x.shape[0]
-                q, k, v = attn._heads(q, batch, 1), attn._heads(k, batch, 1), attn._heads(v, batch, 1)
-                if not self.alibi:
+                q, k, v = attn.project_qkv(x)
+                q, k, v = (ops.transpose(t.reshape(batch, 1, attn.num_heads, attn.head_dim),
+                                         (0, 2, 1, 3)) for t in (q, k, v))   # (B, H, 1, d)
+                if self.rope:
                     q, k = apply_rotary(q, k, cos, sin)
                 keys_i = keys[i] * (1 - write) + k * write                 # write into the slot
                 values_i = values[i] * (1 - write) + v * write
-                probs = attention_weights(q, keys_i, bias, attn.scale).astype(values_i.dtype)
-                out = ops.matmul(probs, values_i).swapaxes(1, 2).reshape(batch, 1, attn.hidden_size)
-                h = h + attn.o_proj(out)
+                scores = ops.matmul(q, ops.transpose(keys_i, (0, 1, 3, 2))).astype(ms.float32)
+                probs = ops.softmax(scores * attn.scale + bias, -1).astype(values_i.dtype)
+                out = ops.transpose(ops.matmul(probs, values_i), (0, 2, 1, 3))
+                h = h + attn.o_proj(out.reshape(batch, 1, attn.hidden_size))
                 h = h + layer.mlp(layer.post_attention_layernorm(h))
                 new_keys = new_keys + (keys_i,)
                 new_values = new_values + (values_i,)
@@ -317,6 +310,26 @@ def _static_step_cell(model):
             return logits, new_keys, new_values
 
     return StaticDecodeStep(model)
+
+
+def _host_step_inputs(config, mask: np.ndarray):
+    """Bias (B, H|1, 1, S) and RoPE cos/sin (B, 1, 1, d) of the token in the last filled
+    slot, computed with NumPy from the key mask (positions count real tokens only)."""
+    from .layers import MASK_VALUE, alibi_slopes, rope_inverse_frequencies
+    positions = np.maximum(np.cumsum(mask, -1) - 1, 0).astype(np.float32)     # (B, S)
+    query = mask.sum(-1, keepdims=True).astype(np.float32) - 1                 # (B, 1)
+    bias = np.where(mask > 0, 0.0, MASK_VALUE).astype(np.float32)[:, None, None, :]
+    head_dim = config.hidden_size // config.num_heads
+    if config.position == "alibi":
+        slopes = np.asarray(alibi_slopes(config.num_heads), np.float32)
+        bias = bias + slopes[None, :, None, None] * (positions - query)[:, None, None, :]
+        cos = np.ones((mask.shape[0], 1, 1, head_dim), np.float32)
+        sin = np.zeros_like(cos)
+    else:
+        freqs = query[:, :, None] * rope_inverse_frequencies(head_dim, config.rope_base)
+        angles = np.concatenate((freqs, freqs), -1)[:, None]                   # (B, 1, 1, d)
+        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    return bias.astype(np.float32), cos, sin
 
 
 @dataclass
@@ -371,14 +384,15 @@ def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "gra
                 break
             slot = width + t
             mask[:, slot] = 1
-            position = (mask.sum(1, keepdims=True) - 1).astype(np.int32)
+            bias, cos, sin = _host_step_inputs(model.config, mask)
             write = np.zeros((1, 1, total, 1), np.float32)
             write[0, 0, slot, 0] = 1.0
             t0 = time.perf_counter()
             # mutable: a tuple of Tensors is otherwise a compile-time CONSTANT in GRAPH mode
             # (recompiled every step, and stale values baked into the graph).
-            out, keys, values = step(Tensor(chosen[:, None]), Tensor(position), Tensor(write),
-                                     Tensor(mask), ms.mutable(tuple(keys)), ms.mutable(tuple(values)))
+            out, keys, values = step(Tensor(chosen[:, None]), Tensor(bias), Tensor(cos),
+                                     Tensor(sin), Tensor(write),
+                                     ms.mutable(tuple(keys)), ms.mutable(tuple(values)))
             logits = out.asnumpy()
             elapsed = time.perf_counter() - t0
             if t == 0:
