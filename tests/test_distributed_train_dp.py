@@ -14,7 +14,7 @@ from course_lib.distributed import train_dp
 
 # Tiny on purpose: 2 workers + scheduler share 2 CPU cores with the rest of the test run.
 OPTIONS = dict(steps=2, hidden=32, layers=1, heads=2, batch_size=4, block_size=32,
-               max_docs=120, log_every=1, mode="pynative", seed=0)
+               max_docs=120, log_every=1, mode="pynative", seed=0, threads=1, blocking=True)
 
 
 def test_script_args_round_trip():

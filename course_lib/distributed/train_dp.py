@@ -59,6 +59,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads per process (default: MindSpore's choice)")
+    p.add_argument("--blocking", action="store_true",
+                   help="synchronous PyNative op dispatch (ms.runtime.launch_blocking): much "
+                        "faster for small models on a busy CPU")
     p.add_argument("--no-parallel", action="store_true",
                    help="skip the DATA_PARALLEL context and the gradient all-reduce (ranks diverge)")
     args = p.parse_args(argv)
@@ -220,6 +223,8 @@ def main(argv=None) -> None:
     cl.setup(device=args.device, mode=args.mode, seed=args.seed, quiet=True)
     if args.threads:        # N processes on one CPU: avoid N x cores threads fighting
         ms.set_context(runtime_num_threads=args.threads)
+    if args.blocking:
+        ms.runtime.launch_blocking()
     distributed = "MS_ROLE" in os.environ            # set by msrun (scheduler or worker)
     rank, world = 0, 1
     if distributed:
