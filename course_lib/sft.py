@@ -172,6 +172,32 @@ def _logits_at(model, input_ids, pairs):
     return ops.gather_nd(model(input_ids), pairs)
 
 
+def answer_token_nll(model, tokenizer, examples: Sequence[tuple[str, int]],
+                     max_len: int = 128) -> np.ndarray:
+    """Mean negative log-likelihood (nats) of each answer position — the first answer token,
+    the second, ..., the closing ``<|end|>`` — over ``examples`` with their true answers.
+    Shows *which* token a model finds surprising (e.g. an ``<|end|>`` it never learned)."""
+    from mindspore import Tensor
+    import mindspore as ms
+
+    inputs, labels = build_sft_arrays(tokenizer, examples, max_len)
+    was_training = getattr(model, "training", False)
+    model.set_train(False)
+    try:
+        logits = model(Tensor(inputs, ms.int32)).asnumpy().astype(np.float64)
+    finally:
+        model.set_train(was_training)
+    z = logits - logits.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    per_example = []
+    for i in range(len(inputs)):
+        positions = np.flatnonzero(labels[i] != IGNORE_INDEX)
+        per_example.append(-logp[i, positions, labels[i, positions]])
+    if len({len(p) for p in per_example}) != 1:
+        raise ValueError("The answers have different token counts; pass examples of one label.")
+    return np.mean(per_example, 0)
+
+
 def predict_label(model, tokenizer, texts: Sequence[str], max_len: int = 128,
                   batch_size: int = 16, fixed_batch: bool | None = None,
                   mode: str = "graph") -> np.ndarray:

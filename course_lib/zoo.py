@@ -10,7 +10,8 @@ lr, ...), the scale (``COURSE_SCALE``) and the tokenizer's vocabulary. Change an
 and a new entry is trained; nothing stale is ever reused.
 
 * ``internlm-tiny``: InternLM architecture (``course_lib.internlm.tiny()``: hidden 128,
-  2 layers, 4 heads, vocab 8000) pretrained on the People's Daily news corpus.
+  2 layers, 4 heads, vocab 8000) pretrained on the People's Daily news corpus, part of it
+  in the chat template as "continue this news" exchanges (``pretraining_texts``).
 * ``internlm-tiny-sentiment-lora``: that base plus a LoRA adapter (r=8 on q_proj and
   v_proj) fine-tuned on the review-sentiment SFT data (``course_lib.sft``); only the
   adapter (a few hundred KB) is cached, the base comes from the entry above.
@@ -49,6 +50,7 @@ class PretrainRecipe:
     weight_decay: float = 0.1
     clip: float = 1.0
     seed: int = 0
+    chat_fraction: float = 0.3  # news documents shown in the chat template (see pretraining_texts)
     config: dict = field(default_factory=dict)   # overrides of internlm.tiny()
 
 
@@ -170,6 +172,31 @@ def new_base(recipe: PretrainRecipe | None = None):
     return InternLMForCausalLM(base_config(recipe))
 
 
+CONTINUE_PROMPT = "续写下面的新闻："
+
+
+def pretraining_texts(documents, tokenizer, chat_fraction: float, seed: int = 0) -> list[str]:
+    """News documents, a seeded ``chat_fraction`` of them rewritten as a chat exchange:
+    ``<|user|>续写下面的新闻：<first sentence><|end|><|assistant|><the rest><|end|>``.
+
+    Why: base LLMs meet instruction-like text during pre-training, so their special tokens
+    are not untrained. A base that never saw ``<|assistant|>``/``<|end|>`` as targets
+    assigns ``<|end|>`` a log-probability near -19 after any answer; frozen weights plus a
+    LoRA on q/v cannot undo that, and the SFT comparison would measure the template, not
+    the task. The task (sentiment) never appears here: it is learned only in fine-tuning."""
+    from .data import split_sentences
+    rng = np.random.default_rng(seed)
+    texts = []
+    for doc in documents:
+        sentences = split_sentences(doc)
+        if len(sentences) >= 2 and rng.random() < chat_fraction:
+            texts.append(tokenizer.format_chat(CONTINUE_PROMPT + sentences[0],
+                                               "".join(sentences[1:])))
+        else:
+            texts.append(doc)
+    return texts
+
+
 def _pretrain(recipe: PretrainRecipe, tokenizer, progress: bool):
     from .data import news_splits
     from .pipelines import lm_dataset
@@ -177,8 +204,10 @@ def _pretrain(recipe: PretrainRecipe, tokenizer, progress: bool):
 
     model = new_base(recipe)
     splits = news_splits()
-    train = lm_dataset(splits.train[: recipe.max_docs], tokenizer, recipe.block_size,
-                       recipe.batch_size, shuffle=True, seed=recipe.seed)
+    texts = pretraining_texts(splits.train[: recipe.max_docs], tokenizer, recipe.chat_fraction,
+                              recipe.seed)
+    train = lm_dataset(texts, tokenizer, recipe.block_size, recipe.batch_size, shuffle=True,
+                       seed=recipe.seed)
     val = lm_dataset(splits.validation[: max(1, recipe.max_docs // 10)], tokenizer,
                      recipe.block_size, recipe.batch_size, shuffle=False)
     callbacks = [_progress(recipe.steps, "pretrain internlm-tiny")] if progress else []

@@ -92,3 +92,24 @@ def test_sentiment_lora_entry_keeps_the_base_and_caches_only_the_adapter(zoo_dir
 def test_unknown_name():
     with pytest.raises(ValueError, match="Unknown zoo model 'gpt-5'.*internlm-tiny"):
         zoo.load_or_train("gpt-5")
+
+
+def test_pretraining_texts_put_a_seeded_share_of_news_in_the_chat_template(tokenizer):
+    from course_lib.data import news_splits
+    docs = news_splits().train[:400]
+    texts = zoo.pretraining_texts(docs, tokenizer, chat_fraction=0.3, seed=0)
+    assert texts == zoo.pretraining_texts(docs, tokenizer, chat_fraction=0.3, seed=0)
+    from course_lib.data import split_sentences
+    chat = [(d, t) for d, t in zip(docs, texts) if t != d]
+    eligible = [d for d in docs if len(split_sentences(d)) >= 2]   # something to continue
+    assert all(d in eligible for d, _ in chat)
+    assert 0.2 * len(eligible) < len(chat) < 0.4 * len(eligible)
+    prefix = "<|user|>" + zoo.CONTINUE_PROMPT
+    for doc, text in chat:
+        assert text.startswith(prefix) and text.endswith("<|end|>")
+        user, assistant = text[len(prefix):-len("<|end|>")].split("<|end|><|assistant|>")
+        assert user + assistant == doc                 # nothing added, nothing lost
+    ids = tokenizer.encode(chat[0][1])
+    assert ids[0] == tokenizer.user_id and ids[-1] == tokenizer.end_id
+    assert tokenizer.assistant_id in ids
+    assert zoo.pretraining_texts(docs, tokenizer, chat_fraction=0.0) == docs
