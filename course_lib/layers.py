@@ -29,9 +29,10 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import Normal, initializer
 
-# Large negative number added to forbidden attention scores. Scores are always float32
-# here, so -1e9 is safe (it would overflow float16, whose minimum is -65504).
-MASK_VALUE = -1e9
+# Added to forbidden attention scores: exp() of it underflows to exactly 0 in float32, and
+# it survives a cast to float16 (minimum -65504) — mixed precision casts the bias at Cell
+# boundaries, and -inf there would turn fully masked (padding) rows into NaN.
+MASK_VALUE = -1e4
 POSITION_SCHEMES = ("alibi", "rope")
 
 
@@ -146,9 +147,27 @@ class TokenEmbedding(nn.Cell):
         return ops.gather(self.weight, input_ids, 0)
 
 
-class RMSNorm(nn.Cell):
-    """Root-mean-square norm: x / sqrt(mean(x²) + eps) * weight. Computed in float32
-    (also under float16 mixed precision), like the reference Baichuan/Llama code."""
+class Float32Cell(nn.Cell):
+    """A Cell that mixed precision leaves in float32, as MindSpore's O2 does for its own
+    norm layers (``nn.LayerNorm`` is on the O2 black list).
+
+    ``to_float(float16)`` (what ``auto_mixed_precision`` O2/O3 calls on the whole network)
+    reaches every sub-Cell through ``add_flags``; in PyNative it then casts the inputs of
+    EVERY operator inside the Cell to float16 — explicit ``astype(float32)`` included. A
+    normalisation computed in float16 overflows in backward (d rsqrt(u)/du = -u^-1.5/2
+    exceeds 65504 for a small variance u) and the gradients become NaN. So this Cell turns
+    a float16/bfloat16 request into float32."""
+
+    def add_flags(self, **flags):
+        if flags.get("fp16") or flags.get("bf16"):
+            flags = dict(flags, fp16=False, bf16=False, fp32=True)
+        return super().add_flags(**flags)
+
+
+class RMSNorm(Float32Cell):
+    """Root-mean-square norm: x / sqrt(mean(x²) + eps) * weight. Always computed in float32
+    (also under float16 mixed precision), like the reference Baichuan/Llama code; the output
+    keeps the input's dtype."""
 
     def __init__(self, hidden_size: int, eps: float = 1e-6):
         super().__init__()
@@ -204,13 +223,19 @@ def apply_rotary(q, k, cos, sin):
 
 
 class RotaryEmbedding(nn.Cell):
-    """Positions (B, T) -> cos, sin of shape (B, 1, T, head_dim), broadcast over heads."""
+    """Positions (B, T) -> cos, sin of shape (B, 1, T, head_dim), broadcast over heads.
+    NumPy positions (known on the host) give constant tables built with NumPy."""
 
     def __init__(self, head_dim: int, base: float = 10000.0):
         super().__init__()
-        self.inv_freq = Tensor(rope_inverse_frequencies(head_dim, base))
+        self.inv_freq_np = rope_inverse_frequencies(head_dim, base)
+        self.inv_freq = Tensor(self.inv_freq_np)
 
     def construct(self, positions):
+        if isinstance(positions, np.ndarray):
+            freqs = positions.astype(np.float32)[..., None] * self.inv_freq_np
+            angles = np.concatenate((freqs, freqs), -1)[:, None]
+            return Tensor(np.cos(angles)), Tensor(np.sin(angles))
         freqs = positions.astype(ms.float32)[..., None] * self.inv_freq   # (B, T, d/2)
         angles = ops.cat((freqs, freqs), -1)[:, None]                    # (B, 1, T, d)
         return ops.cos(angles), ops.sin(angles)
@@ -236,48 +261,90 @@ def alibi_slopes(num_heads: int) -> list[float]:
     return power_of_two(closest) + alibi_slopes(2 * closest)[0::2][: num_heads - closest]
 
 
-def causal_allowed(query_len: int, key_len: int):
-    """Bool (T, S): query i (the token at slot S-T+i) may see key j iff j <= S-T+i."""
+def causal_allowed(query_len: int, key_len: int) -> np.ndarray:
+    """Bool NumPy (T, S): query i (the token at slot S-T+i) may see key j iff j <= S-T+i."""
     past = key_len - query_len
-    q = ops.arange(query_len, dtype=ms.int32)[:, None] + past
-    k = ops.arange(key_len, dtype=ms.int32)[None, :]
-    return k <= q
+    return np.arange(key_len)[None, :] <= np.arange(query_len)[:, None] + past
 
 
 def positions_from_mask(attention_mask):
     """Position of each token counting only real tokens: left padding does not shift
-    the positions (pads get position 0, they are masked anyway)."""
+    the positions (pads get position 0, they are masked anyway). NumPy or Tensor."""
+    if isinstance(attention_mask, np.ndarray):
+        return np.maximum(np.cumsum(attention_mask.astype(np.int64), -1) - 1, 0)
     return ops.clamp(ops.cumsum(attention_mask.astype(ms.int32), -1) - 1, min=0)
 
 
 def attention_bias(query_len: int, key_len: int, attention_mask=None, slopes=None):
     """One additive float32 bias (B|1, H|1, T, S) for the attention scores:
     0 where attention is allowed, MASK_VALUE where it is not (future tokens, padding),
-    plus, with ALiBi, ``slope_h * (pos_key - pos_query)`` (<= 0: farther = more penalised).
+    plus, with ALiBi ``slopes``, ``slope_h * (pos_key - pos_query)`` (<= 0: farther = more
+    penalised).
 
     Baichuan-13B's code adds ``slope_h * pos_key``; the two differ by a constant per query
     row, which softmax ignores, so the attention weights are the same.
+
+    When everything is known on the host (no mask, or a NumPy mask as the generation loop
+    passes) the bias is built with NumPy and becomes ONE tensor — in GRAPH mode a
+    compile-time constant; in PyNative one transfer instead of a dozen small device ops.
+    A mask given as a Tensor is handled with device ops.
     """
-    allowed = causal_allowed(query_len, key_len)[None, None]            # (1, 1, T, S)
-    if attention_mask is None:
-        positions = ops.arange(key_len, dtype=ms.int32)[None]           # (1, S)
-    else:
-        allowed = ops.logical_and(allowed, attention_mask[:, None, None, :].astype(ms.bool_))
-        positions = positions_from_mask(attention_mask)                  # (B, S)
-    bias = ops.where(allowed, ops.zeros((), ms.float32), ops.full((), MASK_VALUE, dtype=ms.float32))
+    slopes = None if slopes is None else np.asarray(slopes, np.float32)
+    if attention_mask is None or isinstance(attention_mask, np.ndarray):
+        return Tensor(_host_attention_bias(query_len, key_len, attention_mask, slopes))
+    past = key_len - query_len
+    causal = Tensor(np.where(causal_allowed(query_len, key_len), 0.0, MASK_VALUE)
+                    .astype(np.float32)[None, None])                           # (1, 1, T, S)
+    padding = (1.0 - attention_mask.astype(ms.float32)) * MASK_VALUE            # (B, S)
+    bias = causal + padding[:, None, None, :]                                   # (B, 1, T, S)
     if slopes is not None:
-        pos_k = positions[:, None, None, :].astype(ms.float32)
-        pos_q = positions[:, key_len - query_len:][:, None, :, None].astype(ms.float32)
-        bias = bias + slopes[None, :, None, None] * (pos_k - pos_q)
+        positions = positions_from_mask(attention_mask).astype(ms.float32)     # (B, S)
+        distance = positions[:, None, None, :] - positions[:, past:][:, None, :, None]
+        bias = bias + Tensor(slopes)[None, :, None, None] * distance
     return bias
+
+
+def _host_attention_bias(query_len, key_len, attention_mask, slopes) -> np.ndarray:
+    allowed = causal_allowed(query_len, key_len)[None, None]                   # (1, 1, T, S)
+    if attention_mask is None:
+        positions = np.arange(key_len)[None]                                    # (1, S)
+    else:
+        allowed = allowed & attention_mask.astype(bool)[:, None, None, :]
+        positions = positions_from_mask(attention_mask)                         # (B, S)
+    bias = np.where(allowed, 0.0, MASK_VALUE).astype(np.float32)
+    if slopes is not None:
+        past = key_len - query_len
+        distance = positions[:, None, None, :] - positions[:, past:][:, None, :, None]
+        bias = bias + slopes[None, :, None, None] * distance.astype(np.float32)
+    return bias.astype(np.float32)
+
+
+_matmul_transpose_b = ops.BatchMatMul(transpose_b=True)   # q @ kᵀ without materialising kᵀ
+
+
+def masked_softmax(scores, bias, scale: float):
+    """softmax(scores·scale + bias) over the keys, computed in float32."""
+    if scores.dtype != ms.float32:
+        scores = scores.astype(ms.float32)
+    return ops.softmax(scores * scale + bias, -1)
 
 
 def attention_weights(q, k, bias, scale: float):
     """softmax(q·kᵀ·scale + bias) over keys, in float32. q (B,H,T,d), k (B,H,S,d)."""
-    scores = ops.matmul(q, k.swapaxes(-1, -2))
-    if scores.dtype != ms.float32:
-        scores = scores.astype(ms.float32)
-    return ops.softmax(scores * scale + bias, -1)
+    return masked_softmax(_matmul_transpose_b(q, k), bias, scale)
+
+
+class MaskedSoftmax(Float32Cell):
+    """``masked_softmax`` as a Cell that stays float32 under mixed precision: the bias
+    (-1e9 for masked keys) and the softmax must not be computed in float16. The scores
+    themselves (q·kᵀ) may come from a float16 matmul, as in the reference code."""
+
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def construct(self, scores, bias):
+        return masked_softmax(scores, bias, self.scale)
 
 
 # --------------------------------------------------------------------------------------
@@ -346,6 +413,7 @@ class Attention(nn.Cell):
             self.k_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
             self.v_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
         self.o_proj = _dense(hidden_size, hidden_size, o_bias, std)
+        self.softmax = MaskedSoftmax(self.scale)
 
     def project_qkv(self, x):
         if self.fused_qkv:
@@ -353,7 +421,7 @@ class Attention(nn.Cell):
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def _heads(self, t, batch, length):
-        return t.reshape(batch, length, self.num_heads, self.head_dim).swapaxes(1, 2)
+        return ops.transpose(t.reshape(batch, length, self.num_heads, self.head_dim), (0, 2, 1, 3))
 
     def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
         batch, length, _ = x.shape
@@ -363,10 +431,10 @@ class Attention(nn.Cell):
             q, k = apply_rotary(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(layer_idx, k, v)                      # (B, H, S, d)
-        probs = attention_weights(q, k, bias, self.scale)
+        probs = self.softmax(_matmul_transpose_b(q, k), bias)
         if v.dtype != ms.float32:
             probs = probs.astype(v.dtype)
-        out = ops.matmul(probs, v).swapaxes(1, 2).reshape(batch, length, self.hidden_size)
+        out = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)).reshape(batch, length, self.hidden_size)
         return self.o_proj(out)
 
 
@@ -397,7 +465,7 @@ class DecoderModel(nn.Cell):
         self.layers = nn.CellList([DecoderLayer(config) for _ in range(config.num_layers)])
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         if config.position == "alibi":
-            self.slopes = Tensor(np.asarray(alibi_slopes(config.num_heads), np.float32))
+            self.slopes = np.asarray(alibi_slopes(config.num_heads), np.float32)
         else:
             self.slopes = None
             self.rotary = RotaryEmbedding(config.head_dim, config.rope_base)
@@ -412,14 +480,14 @@ class DecoderModel(nn.Cell):
         if total > self.config.max_seq_len:
             raise ValueError(f"{total} tokens exceed max_seq_len={self.config.max_seq_len}; "
                              "shorten the input or build the model with a larger max_seq_len.")
-        if attention_mask is not None and attention_mask.shape != (batch, total):
+        if attention_mask is not None and tuple(attention_mask.shape) != (batch, total):
             raise ValueError(f"attention_mask must have shape (batch, past + seq_len) = "
                              f"({batch}, {total}), got {attention_mask.shape}.")
         bias = attention_bias(length, total, attention_mask, self.slopes)
         cos, sin = None, None
         if self.slopes is None:
             if attention_mask is None:
-                positions = ops.arange(past, total, dtype=ms.int32)[None]
+                positions = np.arange(past, total)[None]
             else:
                 positions = positions_from_mask(attention_mask)[:, past:]
             cos, sin = self.rotary(positions)

@@ -38,7 +38,7 @@ def test_alibi_slopes_bad_input():
 
 def test_alibi_bias_is_slope_times_relative_distance():
     slopes = np.asarray(alibi_slopes(4), np.float32)
-    bias = attention_bias(5, 5, None, Tensor(slopes)).asnumpy()[0]   # (H, T, S)
+    bias = attention_bias(5, 5, None, slopes).asnumpy()[0]   # (H, T, S)
     i, j = np.meshgrid(np.arange(5), np.arange(5), indexing="ij")
     for h in range(4):
         allowed = j <= i
@@ -52,7 +52,7 @@ def test_alibi_bias_softmax_equals_baichuan_absolute_form():
     slopes = np.asarray(alibi_slopes(40), np.float32)
     T = 7
     scores = np.random.default_rng(0).normal(size=(40, T, T)).astype(np.float32)
-    ours = attention_bias(T, T, None, Tensor(slopes)).asnumpy()[0]
+    ours = attention_bias(T, T, None, slopes).asnumpy()[0]
     absolute = slopes[:, None, None] * np.arange(T)[None, None, :] + np.triu(np.full((T, T), -np.inf), 1)
 
     def sm(x):
@@ -64,10 +64,10 @@ def test_alibi_bias_softmax_equals_baichuan_absolute_form():
 
 # ---------------------------------------------------------------- masks
 def test_causal_mask_blocks_the_future_and_handles_a_past():
-    m = causal_allowed(3, 3).asnumpy()
+    m = causal_allowed(3, 3)
     np.testing.assert_array_equal(m, np.tril(np.ones((3, 3), bool)))
     # 2 new queries after 3 cached keys: query 0 is slot 3, sees keys 0..3
-    m = causal_allowed(2, 5).asnumpy()
+    m = causal_allowed(2, 5)
     np.testing.assert_array_equal(m, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
 
 
@@ -77,7 +77,11 @@ def test_masked_attention_rows_sum_to_one_and_ignore_future_and_pads():
     k = Tensor(rng.normal(size=(2, 4, 6, 8)).astype(np.float32))
     mask = np.ones((2, 6), np.int32)
     mask[1, :2] = 0                                   # row 1 is left-padded by 2
-    bias = attention_bias(6, 6, Tensor(mask), Tensor(np.asarray(alibi_slopes(4), np.float32)))
+    slopes = alibi_slopes(4)
+    for m in (mask, Tensor(mask)):          # host (NumPy) and device (Tensor) paths agree
+        np.testing.assert_allclose(attention_bias(6, 6, Tensor(mask), slopes).asnumpy()[:, :, 2:],
+                                   attention_bias(6, 6, m, slopes).asnumpy()[:, :, 2:], atol=1e-3)
+    bias = attention_bias(6, 6, Tensor(mask), slopes)
     p = attention_weights(q, k, bias, 1 / math.sqrt(8)).asnumpy()
     np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-5)
     future = np.triu(np.ones((6, 6), bool), 1)
@@ -89,11 +93,12 @@ def test_masked_attention_rows_sum_to_one_and_ignore_future_and_pads():
 
 
 def test_padding_does_not_shift_alibi_positions():
-    slopes = Tensor(np.asarray(alibi_slopes(4), np.float32))
-    mask = Tensor(np.array([[0, 0, 1, 1, 1]], np.int32))
-    padded = attention_bias(5, 5, mask, slopes).asnumpy()[0, :, 2:, 2:]
+    slopes = alibi_slopes(4)
+    mask = np.array([[0, 0, 1, 1, 1]], np.int32)
     alone = attention_bias(3, 3, None, slopes).asnumpy()[0]
-    np.testing.assert_allclose(padded, alone, atol=1e-6)
+    for m in (mask, Tensor(mask)):
+        padded = attention_bias(5, 5, m, slopes).asnumpy()[0, :, 2:, 2:]
+        np.testing.assert_allclose(padded, alone, atol=1e-6)
 
 
 # ---------------------------------------------------------------- RMSNorm, SwiGLU, RoPE
