@@ -5,12 +5,16 @@ from mindspore import nn, ops
 
 from course_lib import baichuan
 from course_lib.baichuan import BaichuanForCausalLM
-from course_lib.migration import compile_stats as cs, step_modes
+from course_lib.migration import compile_stats as cs, native_demo, step_modes
+from course_lib.migration.demo_data import DemoConfig
 from course_lib.pipelines import IGNORE_INDEX
 from course_lib.training import EvalCell
 
 CFG = baichuan.tiny(vocab_size=200, hidden_size=32, num_layers=1, num_heads=4,
                     intermediate_size=64, max_seq_len=64)
+# The stream experiments use chapter 13's GPT (shape-dependent tensors built with device
+# ops, so declared dynamic shapes work); the step-mode test uses the course's Baichuan.
+GPT = DemoConfig(vocab_size=CFG.vocab_size, hidden=32, heads=4, layers=1, max_len=32)
 
 
 class _Tiny(nn.Cell):
@@ -75,7 +79,7 @@ def stream_results():
     rng = np.random.default_rng(1)
     # lengths 10, 20, 10, 30, 20: three distinct shapes, two buckets (16, 32)
     batches = [_batch(rng, rows) for rows in ([10, 4], [20, 7], [3, 10], [30, 12], [20, 20])]
-    model = BaichuanForCausalLM(CFG)
+    model = native_demo.build(GPT)
     results = {s: cs.run_stream(lambda: EvalCell(model), batches, s, buckets=(16, 32))
                for s in cs.STRATEGIES}
     return batches, results

@@ -91,18 +91,20 @@ def count_compiles_from_ir(run: Callable[[], object], directory) -> int:
     Jupyter cell that file does not exist and it logs one ERROR line per lookup (megabytes).
     In a Jupyter kernel stderr is a pipe drained by a Python thread that cannot run while
     MindSpore holds the GIL, so the pipe fills up and the kernel hangs. The C-level stderr
-    is therefore sent to ``directory/mindspore_stderr.log`` during the dump."""
+    is therefore sent to ``mindspore_stderr.log`` (next to the IR files, in a new
+    ``ir_*`` folder inside ``directory``) during the dump."""
+    import tempfile
     import mindspore as ms
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    before = set(directory.rglob("*bootstrap*.ir"))
-    with _stderr_to(directory / "mindspore_stderr.log"):
-        ms.set_context(save_graphs=1, save_graphs_path=str(directory))
+    run_dir = Path(tempfile.mkdtemp(prefix="ir_", dir=directory))   # fresh: names repeat across runs
+    with _stderr_to(run_dir / "mindspore_stderr.log"):
+        ms.set_context(save_graphs=1, save_graphs_path=str(run_dir))
         try:
             run()
         finally:
             ms.set_context(save_graphs=0)
-    return len(set(directory.rglob("*bootstrap*.ir")) - before)
+    return len(list(run_dir.rglob("*bootstrap*.ir")))
 
 
 @contextmanager
