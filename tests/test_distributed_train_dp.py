@@ -50,11 +50,10 @@ def test_rank_difference_on_saved_weights(tmp_path):
 
 def local_gradient_norm(batches, seed=0):
     """Gradient norm of the course model on the concatenated batches, one process, no msrun."""
-    from mindspore import Tensor
-    from course_lib.baichuan import BaichuanForCausalLM, tiny
-    from course_lib.training import LossCell, global_norm
     import mindspore as ms
-    from mindspore import ops
+    from mindspore import Tensor
+    from course_lib.baichuan import BaichuanForCausalLM
+    from course_lib.training import LossCell, global_norm
     cl.seed_everything(seed)
     args = train_dp.parse_args(train_dp.script_args(**OPTIONS))
     model = BaichuanForCausalLM(train_dp.model_config(args))

@@ -45,7 +45,7 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--batch-size", type=int, default=8, help="per rank (global = x world size)")
     p.add_argument("--block-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: steps // 10)")
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--hidden", type=int, default=128)
