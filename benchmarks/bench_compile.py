@@ -4,9 +4,11 @@
                                                   --layers 2 --steps 12]
 
 Part 1 feeds the same stream of news-sentence batches (padded to the longest sequence of
-each batch, so the length varies) to fresh ``EvalCell(model)`` graphs under the four
+each batch, so the length varies) to fresh ``EvalCell(gpt)`` graphs under the four
 strategies of ``course_lib.migration.compile_stats`` and prints compiles, wall time and the
-padding overhead. Part 2 trains the course's tiny Baichuan for ``--steps`` steps in
+padding overhead. ``gpt`` is chapter 13's TinyGPT, whose shape-dependent tensors are graph
+ops (the course's Baichuan builds its attention bias on the host, which rules out declared
+dynamic shapes). Part 2 trains the course's tiny Baichuan for ``--steps`` steps in
 PyNative, as an ``@ms.jit`` function and as a GRAPH_MODE ``TrainStep``.
 
 Everything runs in this process, one after the other; the machine's load affects all
@@ -18,7 +20,8 @@ import numpy as np
 
 import course_lib as cl
 from course_lib import baichuan, data
-from course_lib.migration import compile_stats as cs, step_modes
+from course_lib.migration import compile_stats as cs, native_demo, step_modes
+from course_lib.migration.demo_data import DemoConfig
 from course_lib.pipelines import pack_blocks
 from course_lib.tokenizer import load_tokenizer
 from course_lib.training import EvalCell
@@ -42,9 +45,10 @@ def main():
                               args.batches, args.max_len, tok.pad_id, seed=0)
     lengths = [x.shape[1] for x, _ in stream]
     print(f"Part 1: {len(stream)} batches x {args.batch_size}, lengths {min(lengths)}..{max(lengths)} "
-          f"({len(set(lengths))} distinct), buckets {args.buckets}, Baichuan tiny {args.layers} layers")
-    model = baichuan.BaichuanForCausalLM(cfg)
-    results = [cs.run_stream(lambda: EvalCell(model), stream, s, buckets=args.buckets)
+          f"({len(set(lengths))} distinct), buckets {args.buckets}, TinyGPT {args.layers} layers")
+    gpt = native_demo.build(DemoConfig(vocab_size=tok.vocab_size, hidden=128, heads=4,
+                                       layers=args.layers, max_len=max(args.buckets)))
+    results = [cs.run_stream(lambda: EvalCell(gpt), stream, s, buckets=args.buckets)
                for s in cs.STRATEGIES]
     for row in cs.summary_table(results):
         print("  ", row)
@@ -59,7 +63,9 @@ def main():
     n = args.steps * args.batch_size
     batches = [(b[:, :-1], b[:, 1:]) for b in
                blocks[:n].reshape(args.steps, args.batch_size, args.block + 1)]
-    print(f"\nPart 2: train step, batch {args.batch_size} x {args.block}, {args.steps} steps")
+    print(f"\nPart 2: train step of the course's Baichuan tiny ({args.layers} layers), "
+          f"batch {args.batch_size} x {args.block}, {args.steps} steps")
+    model = baichuan.BaichuanForCausalLM(cfg)
     modes = step_modes.compare_modes(lambda: step_modes.copy_model(model), batches)
     for row in step_modes.ratio_table(modes):
         print("  ", row)
