@@ -21,7 +21,6 @@ Other callbacks: :class:`History`, :class:`EvalEvery`, :class:`EarlyStopping`,
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path

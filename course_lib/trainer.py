@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -409,54 +408,60 @@ class LLMTrainer:
 
 
 # --------------------------------------------------------------------------------------
-# Why a custom step: measure it against Model.train on the same model and data
+# Why a custom step: measure it against Model.train's step on the same model and data
 # --------------------------------------------------------------------------------------
-def compare_train_loops(make_model: Callable[[], nn.Cell], make_data: Callable[[], object],
-                        steps: int = 20, lr: float = 1e-3,
-                        pynative_steps: int | None = None) -> dict[str, float]:
-    """Median seconds per optimizer step (step_begin -> step_end, first compiling step
-    excluded) of the SAME model and data trained by
+STEP_KINDS = ("TrainOneStepCell (graph)", "TrainStep (graph)", "TrainStep (pynative)")
 
-    * ``"Model.train (graph)"``: ``Model(LossCell(model), optimizer=AdamW)``, i.e.
-      MindSpore's ``TrainOneStepCell`` (no clipping, no gradient norm);
-    * ``"LLMTrainer (graph)"``: our ``TrainStep`` (clipping + norm) compiled in GRAPH mode;
-    * ``"LLMTrainer (pynative)"``: the same step run eagerly.
 
-    ``make_model``/``make_data`` build fresh objects for each loop (seed inside them);
-    ``pynative_steps`` (default ``steps``) can be smaller: eager steps are slow. The median
-    keeps a busy machine's hiccups out of the numbers."""
+def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[], object],
+                        steps: int = 20, pynative_steps: int | None = None,
+                        lr: float = 1e-3) -> dict[str, float]:
+    """Median seconds per optimizer step of the SAME model and batches trained by
+
+    * ``"TrainOneStepCell (graph)"``: ``nn.TrainOneStepCell(LossCell(model), AdamW)``, the
+      step ``Model.train`` runs (no clipping, no gradient norm);
+    * ``"TrainStep (graph)"``: LLMTrainer's step (+ global-norm clipping, norm returned);
+    * ``"TrainStep (pynative)"``: the same step executed op by op.
+
+    The steps are INTERLEAVED (one of each kind per round, after a compiling warm-up call
+    each), so a busy machine slows all kinds alike; ``pynative_steps`` (default ``steps``)
+    limits the slow eager kind to the first rounds. ``make_model``/``make_data`` build
+    fresh objects (seed inside ``make_model``)."""
     import time
 
-    from mindspore.train import Callback, Model
-
     pynative_steps = steps if pynative_steps is None else pynative_steps
-    if min(steps, pynative_steps) < 3:
-        raise ValueError("steps must be >= 3: the first step compiles, the rest are timed.")
+    if min(steps, pynative_steps) < 2:
+        raise ValueError("steps and pynative_steps must be >= 2 (a warm-up call, then timing).")
+    batches = []
+    for input_ids, labels in make_data().create_tuple_iterator(num_epochs=1):
+        batches.append((input_ids, labels))
+        if len(batches) == steps + 1:
+            break
+    if len(batches) < steps + 1:
+        raise ValueError(f"make_data() yields {len(batches)} batches; need >= {steps + 1}.")
 
-    class _Clock(Callback):
-        def __init__(self):
-            self.durations, self._start = [], 0.0
+    def build(kind):
+        model = make_model()
+        optimizer = AdamW(model.trainable_params(), lr)
+        if kind.startswith("TrainOneStepCell"):
+            return nn.TrainOneStepCell(LossCell(model), optimizer)
+        return TrainStep(LossCell(model), optimizer, clip=1.0)
 
-        def on_train_step_begin(self, run_context):
-            self._start = time.perf_counter()
+    cells = {kind: build(kind) for kind in STEP_KINDS}
+    modes = {kind: "pynative" if "pynative" in kind else "graph" for kind in STEP_KINDS}
+    timings: dict[str, list[float]] = {kind: [] for kind in STEP_KINDS}
 
-        def on_train_step_end(self, run_context):
-            self.durations.append(time.perf_counter() - self._start)
-            if len(self.durations) >= steps:
-                run_context.request_stop()
+    def run(kind, batch):
+        with execution_mode(modes[kind]):
+            start = time.perf_counter()
+            out = cells[kind](*batch)
+            (out[0] if isinstance(out, tuple) else out).asnumpy()   # wait for the result
+            return time.perf_counter() - start
 
-    seconds: dict[str, float] = {}
-    model, clock = make_model(), _Clock()
-    runner = Model(LossCell(model), optimizer=AdamW(model.trainable_params(), lr))
-    with execution_mode("graph"):
-        runner.train(1, make_data(), callbacks=[clock], dataset_sink_mode=False)
-    if len(clock.durations) < steps:
-        raise ValueError(f"make_data() yields {len(clock.durations)} batches; need >= {steps}.")
-    seconds["Model.train (graph)"] = float(np.median(clock.durations[1:]))
-    for mode, n in (("graph", steps), ("pynative", pynative_steps)):
-        clock = _Clock()
-        trainer = LLMTrainer(make_model(), make_data(), lr=lr, steps=n, warmup_steps=1,
-                             min_lr=lr, mode=mode, callbacks=[clock])
-        trainer.train()
-        seconds[f"LLMTrainer ({mode})"] = float(np.median(clock.durations[1:]))
-    return seconds
+    for kind in STEP_KINDS:            # compile (graph) / first-run overheads, untimed
+        run(kind, batches[0])
+    for i, batch in enumerate(batches[1:]):
+        for kind in STEP_KINDS:
+            if modes[kind] == "graph" or i < pynative_steps - 1:
+                timings[kind].append(run(kind, batch))
+    return {kind: float(np.median(t)) for kind, t in timings.items()}

@@ -231,8 +231,9 @@ class TrainStep(nn.Cell):
 
     * gradients only for ``optimizer.parameters`` (the trainable subset: frozen weights get
       no gradient and no update — they stay bit-identical);
-    * ``clip > 0``: global-norm clipping with ``ops.clip_by_global_norm`` (each gradient
-      times ``clip / max(norm, clip)``); ``clip=None`` or 0 disables it;
+    * ``clip > 0``: global-norm clipping, the rule of ``ops.clip_by_global_norm`` (every
+      gradient times ``clip / max(norm, clip)``) with the norm computed once and also
+      returned for the log; ``clip=None`` or 0 disables it;
     * ``loss_scale``: fixed loss scaling for float16 (multiply the loss, divide the
       gradients); CPU supports no dynamic loss scaling, so the value stays fixed.
 
@@ -262,7 +263,10 @@ class TrainStep(nn.Cell):
             grads = self.hyper_map(ops.partial(_scale_grad, Tensor(1.0 / self.loss_scale)), grads)
         norm = global_norm(grads)
         if self.clip > 0.0:
-            grads = ops.clip_by_global_norm(grads, self.clip)
+            # = ops.clip_by_global_norm(grads, clip), reusing the norm computed above
+            # instead of a second pass over every gradient
+            factor = self.clip / ops.maximum(norm, self.clip)
+            grads = self.hyper_map(ops.partial(_scale_grad, factor), grads)
         loss = ops.depend(loss, self.optimizer(grads))
         return loss, norm
 

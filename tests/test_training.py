@@ -10,7 +10,7 @@ from mindspore import Parameter, Tensor, nn
 from course_lib.pipelines import IGNORE_INDEX
 from course_lib.training import (AdamW, LossCell, TrainStep, causal_lm_loss, execution_mode,
                                  select_trainable, token_nll, warmup_cosine_lr, apply_amp)
-from tiny_lm import TinyConfig, TinyLM
+from tiny_lm import TinyLM
 
 
 def _random_lm_batch(seed=0, b=3, t=7, v=11, ignore_frac=0.3):
@@ -242,3 +242,15 @@ def test_float16_o2_step_runs_on_cpu_without_dynamic_loss_scaling():
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     with pytest.raises(ValueError, match="amp_level"):
         apply_amp(TinyLM(), "O5")
+
+
+def test_clipping_equals_ops_clip_by_global_norm():
+    from mindspore import ops
+    from course_lib.training import global_norm
+    rng = np.random.default_rng(0)
+    grads = tuple(Tensor(rng.normal(size=s).astype(np.float32)) for s in [(3, 4), (5,), (2, 2)])
+    norm = global_norm(grads)
+    ref = ops.clip_by_global_norm(grads, 0.7)
+    factor = 0.7 / max(float(norm.asnumpy()), 0.7)
+    for g, r in zip(grads, ref):
+        np.testing.assert_allclose(g.asnumpy() * factor, r.asnumpy(), rtol=1e-5, atol=1e-7)
