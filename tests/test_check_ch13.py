@@ -20,7 +20,7 @@ def test_ex3_adamw_first_step_matches_closed_form_and_torch():
     p = torch.nn.Parameter(torch.tensor([p0]))
     p.grad = torch.tensor([g])
     torch.optim.AdamW([p], lr=lr, betas=(0.9, 0.999), eps=eps, weight_decay=wd).step()
-    assert abs(float(p) - closed) < 1e-6
-    assert ch13.ex3(closed) and ch13.ex3(float(p))
+    assert abs(float(p.detach()) - closed) < 1e-6
+    assert ch13.ex3(closed) and ch13.ex3(float(p.detach()))
     assert not ch13.ex3(p0 - lr * g)          # plain SGD
     assert not ch13.ex3(p0 - lr * 0.1 / 0.001 ** 0.5)   # no bias correction (AdamWeightDecay)

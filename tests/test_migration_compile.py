@@ -85,6 +85,7 @@ def stream_results():
     return batches, results
 
 
+@pytest.mark.slow
 def test_static_compiles_once_per_distinct_length(stream_results):
     batches, r = stream_results
     lengths = [b[0].shape[1] for b in batches]
@@ -94,6 +95,7 @@ def test_static_compiles_once_per_distinct_length(stream_results):
     assert r["static"].extra_compute == 0.0 and r["static"].padding_share > 0.0
 
 
+@pytest.mark.slow
 def test_bucketed_and_dynamic_compile_less(stream_results):
     batches, r = stream_results
     buckets_used = {cs.bucket_length(b[0].shape[1], (16, 32)) for b in batches}
@@ -103,6 +105,7 @@ def test_bucketed_and_dynamic_compile_less(stream_results):
     assert 1 <= r["auto"].compiles <= r["static"].compiles
 
 
+@pytest.mark.slow
 def test_every_strategy_computes_the_same_losses(stream_results):
     _, r = stream_results
     for s in ("bucketed", "dynamic", "auto"):
