@@ -110,7 +110,8 @@ class DecodeState:
             self.input_ids = self.input_ids[:, first_real:]
             self.attention_mask = self.attention_mask[:, first_real:]
             if self.cache is not None:
-                self.cache.drop_first(first_real)
+                self.cache.keys = [k[:, :, first_real:] for k in self.cache.keys]
+                self.cache.values = [v[:, :, first_real:] for v in self.cache.values]
         return self
 
 
@@ -162,7 +163,7 @@ def _forward_last(model, ids: np.ndarray, mask: np.ndarray, cache) -> np.ndarray
     # positions on the host, in one transfer, instead of a dozen tiny device ops per step.
     logits = model(Tensor(ids), attention_mask=None if mask.all() else mask, cache=cache,
                    last_only=True)
-    return logits.asnumpy()[:, -1]
+    return logits[:, -1].asnumpy()
 
 
 def prefill(model, prompts_ids, pad_id: int = 0, use_cache: bool = True) -> DecodeState:

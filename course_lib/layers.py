@@ -16,12 +16,8 @@ Parameter names are exactly the Hugging Face ones (``model.layers.0.self_attn.W_
 ``lm_head.weight``...), so checkpoints map one to one (see ``course_lib.hf_weights``).
 
 Conventions: ``input_ids`` int32 (B, T); ``attention_mask`` (B, S) with 1 = real token,
-0 = padding, covering *all* tokens seen so far (past + current, S = past + T) — a Tensor,
-or a NumPy array (then masks and positions are built on the host, as generation does);
-logits float32 (B, T, V).
-
-Mixed precision: ``RMSNorm`` and the masked softmax are ``Float32Cell``s — they stay
-float32 when ``auto_mixed_precision``/``to_float`` turns the rest of the model to float16.
+0 = padding, covering *all* tokens seen so far (past + current, S = past + T); logits
+float32 (B, T, V).
 """
 from __future__ import annotations
 
@@ -38,17 +34,6 @@ from mindspore.common.initializer import Normal, initializer
 # boundaries, and -inf there would turn fully masked (padding) rows into NaN.
 MASK_VALUE = -1e4
 POSITION_SCHEMES = ("alibi", "rope")
-
-# Operator primitives used in the forward pass. Unlike ``ops.transpose``/``ops.split``,
-# calling them does not first read the input's shape in Python — which, in PyNative, waits
-# until every queued operator has run (a stall per call). For the same reason the forward
-# pass never tests an activation's dtype: the Float32Cells below get float32 inputs from
-# MindSpore's own mixed-precision casts, and mixed float16/float32 arithmetic promotes.
-_cast = ops.Cast()
-_transpose = ops.Transpose()
-_split_in_2 = ops.Split(axis=-1, output_num=2)
-_split_in_3 = ops.Split(axis=-1, output_num=3)
-_matmul_transpose_b = ops.BatchMatMul(transpose_b=True)   # q @ kᵀ without materialising kᵀ
 
 
 # --------------------------------------------------------------------------------------
@@ -142,22 +127,11 @@ class DecoderConfig:
 # --------------------------------------------------------------------------------------
 # Small Cells
 # --------------------------------------------------------------------------------------
-class Linear(nn.Dense):
-    """``nn.Dense`` (same ``weight``/``bias``, so LoRA and checkpoints see a Dense) whose
-    forward never asks for the input's shape: ``x @ Wᵀ + b`` for any leading dims.
-    ``nn.Dense`` reshapes to 2-D and back, which needs ``x.shape``; in PyNative that waits
-    for every queued operator to finish — dozens of stalls per decoding step."""
-
-    def construct(self, x):
-        y = ops.matmul(x, _transpose(self.weight, (1, 0)))
-        return y + self.bias if self.has_bias else y
-
-
-def _dense(in_features: int, out_features: int, bias: bool, std: float) -> Linear:
+def _dense(in_features: int, out_features: int, bias: bool, std: float) -> nn.Dense:
     # Hugging Face init (normal(0, std) weights, zero bias). Created through `initializer`,
     # so `mindspore.nn.utils.no_init_parameters()` can defer the allocation.
-    return Linear(in_features, out_features, weight_init=Normal(std), bias_init="zeros",
-                  has_bias=bias)
+    return nn.Dense(in_features, out_features, weight_init=Normal(std), bias_init="zeros",
+                    has_bias=bias)
 
 
 class TokenEmbedding(nn.Cell):
@@ -192,8 +166,8 @@ class Float32Cell(nn.Cell):
 
 class RMSNorm(Float32Cell):
     """Root-mean-square norm: x / sqrt(mean(x²) + eps) * weight. Always computed in float32
-    (also under float16 mixed precision), like the reference Baichuan/Llama code; returns
-    float32 (the next float16 layer casts its input itself)."""
+    (also under float16 mixed precision), like the reference Baichuan/Llama code; the output
+    keeps the input's dtype."""
 
     def __init__(self, hidden_size: int, eps: float = 1e-6):
         super().__init__()
@@ -201,12 +175,14 @@ class RMSNorm(Float32Cell):
         self.weight = Parameter(initializer("ones", (hidden_size,), ms.float32), name="weight")
 
     def construct(self, x):
-        # x is float32: the model's activations are, and under mixed precision this
-        # Float32Cell's inputs are cast to float32 by MindSpore itself.
+        dtype = x.dtype
+        if dtype != ms.float32:          # casts only under mixed precision (each op costs)
+            x = x.astype(ms.float32)
         variance = (x * x).mean(-1, keep_dims=True)
         x = x * ops.rsqrt(variance + self.eps)
         weight = self.weight if self.weight.dtype == ms.float32 else self.weight.astype(ms.float32)
-        return weight * x
+        x = weight * x
+        return x if dtype == ms.float32 else x.astype(dtype)
 
 
 class SwiGLU(nn.Cell):
@@ -235,13 +211,14 @@ def rope_inverse_frequencies(head_dim: int, base: float = 10000.0) -> np.ndarray
 def rotate_half(x):
     """[x1, x2] -> [-x2, x1] on the last axis (Hugging Face's layout: the two halves of the
     head are the pairs, not interleaved even/odd features)."""
-    x1, x2 = _split_in_2(x)
-    return ops.cat((-x2, x1), -1)
+    half = x.shape[-1] // 2
+    return ops.cat((-x[..., half:], x[..., :half]), -1)
 
 
 def apply_rotary(q, k, cos, sin):
-    """Rotate queries and keys by their positions' angles: x·cos + rotate_half(x)·sin
-    (float32 tables: float16 q/k under mixed precision are promoted to float32)."""
+    """Rotate queries and keys by their positions' angles: x·cos + rotate_half(x)·sin."""
+    if cos.dtype != q.dtype:
+        cos, sin = cos.astype(q.dtype), sin.astype(q.dtype)
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
@@ -342,22 +319,32 @@ def _host_attention_bias(query_len, key_len, attention_mask, slopes) -> np.ndarr
     return bias.astype(np.float32)
 
 
+_matmul_transpose_b = ops.BatchMatMul(transpose_b=True)   # q @ kᵀ without materialising kᵀ
+
+
+def masked_softmax(scores, bias, scale: float):
+    """softmax(scores·scale + bias) over the keys, computed in float32."""
+    if scores.dtype != ms.float32:
+        scores = scores.astype(ms.float32)
+    return ops.softmax(scores * scale + bias, -1)
+
+
 def attention_weights(q, k, bias, scale: float):
-    """softmax(q·kᵀ·scale + bias) over the keys. q (B,H,T,d), k (B,H,S,d) -> (B,H,T,S)."""
-    return ops.softmax(_matmul_transpose_b(q, k) * scale + bias, -1)
+    """softmax(q·kᵀ·scale + bias) over keys, in float32. q (B,H,T,d), k (B,H,S,d)."""
+    return masked_softmax(_matmul_transpose_b(q, k), bias, scale)
 
 
-class ScaledDotProductAttention(Float32Cell):
-    """softmax(q·kᵀ/√d + bias)·v — the part of attention that must stay float32 under
-    mixed precision: the bias holds MASK_VALUE for masked keys and the softmax sums
-    thousands of terms. (A Float32Cell: its inputs arrive cast to float32.)"""
+class MaskedSoftmax(Float32Cell):
+    """``masked_softmax`` as a Cell that stays float32 under mixed precision: the bias
+    (-1e9 for masked keys) and the softmax must not be computed in float16. The scores
+    themselves (q·kᵀ) may come from a float16 matmul, as in the reference code."""
 
-    def __init__(self, head_dim: int):
+    def __init__(self, scale: float):
         super().__init__()
-        self.scale = 1.0 / math.sqrt(head_dim)
+        self.scale = scale
 
-    def construct(self, q, k, v, bias):
-        return ops.matmul(attention_weights(q, k, bias, self.scale), v)
+    def construct(self, scores, bias):
+        return masked_softmax(scores, bias, self.scale)
 
 
 # --------------------------------------------------------------------------------------
@@ -372,9 +359,10 @@ class KVCache:
     def __init__(self, num_layers: int):
         self.keys: list = [None] * num_layers
         self.values: list = [None] * num_layers
-        # Kept as a Python int (set by the model after each forward): asking a tensor for
-        # its shape would wait for the queued PyNative operators.
-        self.seq_len = 0
+
+    @property
+    def seq_len(self) -> int:
+        return 0 if self.keys[0] is None else int(self.keys[0].shape[2])
 
     @property
     def batch_size(self) -> int:
@@ -393,14 +381,6 @@ class KVCache:
         idx = Tensor(np.asarray(rows, dtype=np.int32))
         self.keys = [None if t is None else ops.gather(t, idx, 0) for t in self.keys]
         self.values = [None if t is None else ops.gather(t, idx, 0) for t in self.values]
-        return self
-
-    def drop_first(self, n: int) -> "KVCache":
-        """Forget the ``n`` oldest positions (columns that are padding in every row)."""
-        if n:
-            self.keys = [None if t is None else t[:, :, n:] for t in self.keys]
-            self.values = [None if t is None else t[:, :, n:] for t in self.values]
-            self.seq_len -= n
         return self
 
     def nbytes(self) -> int:
@@ -424,6 +404,7 @@ class Attention(nn.Cell):
         super().__init__()
         self.hidden_size, self.num_heads = hidden_size, num_heads
         self.head_dim = hidden_size // num_heads
+        self.scale = 1.0 / math.sqrt(self.head_dim)
         self.fused_qkv = fused_qkv
         if fused_qkv:
             self.W_pack = _dense(hidden_size, 3 * hidden_size, qkv_bias, std)
@@ -432,27 +413,28 @@ class Attention(nn.Cell):
             self.k_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
             self.v_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
         self.o_proj = _dense(hidden_size, hidden_size, o_bias, std)
-        self.attend = ScaledDotProductAttention(self.head_dim)
+        self.softmax = MaskedSoftmax(self.scale)
 
     def project_qkv(self, x):
         if self.fused_qkv:
-            return _split_in_3(self.W_pack(x))                        # [Q | K | V]
+            return ops.split(self.W_pack(x), self.hidden_size, -1)   # [Q | K | V]
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
-    def _heads(self, t, length):
-        # (B, T, h) -> (B, H, T, d). The batch is left as -1: no need to ask t for its shape.
-        return _transpose(t.reshape(-1, length, self.num_heads, self.head_dim), (0, 2, 1, 3))
+    def _heads(self, t, batch, length):
+        return ops.transpose(t.reshape(batch, length, self.num_heads, self.head_dim), (0, 2, 1, 3))
 
     def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
-        length = bias.shape[-2]                   # the bias is (.., T, S) and already known
+        batch, length, _ = x.shape
         q, k, v = self.project_qkv(x)
-        q, k, v = (self._heads(t, length) for t in (q, k, v))         # (B, H, T, d)
+        q, k, v = (self._heads(t, batch, length) for t in (q, k, v))  # (B, H, T, d)
         if cos is not None:
             q, k = apply_rotary(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(layer_idx, k, v)                      # (B, H, S, d)
-        out = self.attend(q, k, v, bias)                               # (B, H, T, d)
-        out = _transpose(out, (0, 2, 1, 3)).reshape(-1, length, self.hidden_size)
+        probs = self.softmax(_matmul_transpose_b(q, k), bias)
+        if v.dtype != ms.float32:
+            probs = probs.astype(v.dtype)
+        out = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)).reshape(batch, length, self.hidden_size)
         return self.o_proj(out)
 
 
@@ -512,8 +494,6 @@ class DecoderModel(nn.Cell):
         h = self.embed_tokens(input_ids)
         for i, layer in enumerate(self.layers):
             h = layer(h, bias, cos, sin, cache, i)
-        if cache is not None:
-            cache.seq_len = total
         return self.norm(h)
 
 
@@ -526,7 +506,6 @@ class CausalLM(nn.Cell):
     """
 
     config_class = DecoderConfig
-    model_class = DecoderModel
 
     def __init__(self, config: DecoderConfig):
         super().__init__()
@@ -534,7 +513,7 @@ class CausalLM(nn.Cell):
             raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, "
                             f"got {type(config).__name__}.")
         self.config = config
-        self.model = self.model_class(config)
+        self.model = DecoderModel(config)
         self.lm_head = _dense(config.hidden_size, config.vocab_size, False, config.init_std)
 
     def new_cache(self) -> KVCache:
@@ -542,6 +521,6 @@ class CausalLM(nn.Cell):
 
     def construct(self, input_ids, attention_mask=None, cache=None, last_only=False):
         h = self.model(input_ids, attention_mask, cache)
-        if last_only:   # index known from the input (slicing h[:, -1:] would wait for h's shape)
-            h = ops.gather(h, Tensor([input_ids.shape[1] - 1], ms.int32), 1)
-        return _cast(self.lm_head(h), ms.float32)
+        if last_only:
+            h = h[:, -1:]
+        return self.lm_head(h).astype(ms.float32)

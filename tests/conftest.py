@@ -7,10 +7,6 @@ os.environ.setdefault("COURSE_HEADLESS", "1")
 
 import pytest  # noqa: E402
 
-# course_lib sets its environment defaults (e.g. MS_DEV_LAUNCH_BLOCKING) at import; they only
-# take full effect before MindSpore is imported, which test modules do at collection time.
-import course_lib  # noqa: E402,F401
-
 
 @pytest.fixture(autouse=True)
 def _seeded():
