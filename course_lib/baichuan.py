@@ -59,3 +59,4 @@ class BaichuanForCausalLM(CausalLM):
     """``BaichuanModel`` + untied ``lm_head``. ``model(input_ids) -> logits`` (B, T, V)."""
 
     config_class = BaichuanConfig
+    model_class = BaichuanModel

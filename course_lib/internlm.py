@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .layers import CausalLM, DecoderConfig
+from .layers import CausalLM, DecoderConfig, DecoderModel
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,12 @@ def tiny(**overrides) -> InternLMConfig:
 PRESETS = {"internlm-7b": internlm_7b, "tiny": tiny}
 
 
+class InternLMModel(DecoderModel):
+    """Embeddings -> decoder layers -> final norm (the ``model.`` prefix of the checkpoint)."""
+
+
 class InternLMForCausalLM(CausalLM):
-    """Decoder + untied ``lm_head``, parameter names as in the Hugging Face checkpoint."""
+    """``InternLMModel`` + untied ``lm_head``, parameter names as in the Hugging Face checkpoint."""
 
     config_class = InternLMConfig
+    model_class = InternLMModel

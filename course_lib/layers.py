@@ -506,6 +506,7 @@ class CausalLM(nn.Cell):
     """
 
     config_class = DecoderConfig
+    model_class = DecoderModel
 
     def __init__(self, config: DecoderConfig):
         super().__init__()
@@ -513,7 +514,7 @@ class CausalLM(nn.Cell):
             raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, "
                             f"got {type(config).__name__}.")
         self.config = config
-        self.model = DecoderModel(config)
+        self.model = self.model_class(config)
         self.lm_head = _dense(config.hidden_size, config.vocab_size, False, config.init_std)
 
     def new_cache(self) -> KVCache:

@@ -31,8 +31,10 @@ def test_internlm_shares_the_baichuan_building_blocks():
     attn = m.model.layers[0].self_attn
     assert type(attn) is layers.Attention and type(m.model.layers[0].mlp) is layers.SwiGLU
     assert type(m.model.norm) is layers.RMSNorm
-    assert isinstance(m, layers.CausalLM) and isinstance(BaichuanForCausalLM(baichuan.tiny()),
-                                                          layers.CausalLM)
+    b = BaichuanForCausalLM(baichuan.tiny())
+    assert isinstance(m, layers.CausalLM) and isinstance(b, layers.CausalLM)
+    assert type(b.model) is baichuan.BaichuanModel and type(m.model) is internlm.InternLMModel
+    assert isinstance(b.model, layers.DecoderModel) and isinstance(m.model, layers.DecoderModel)
 
 
 def _hf_llama_logits(directory, config, ids, convert=None):
