@@ -6,9 +6,19 @@ Prints tokens/s with and without the cache at 64 and 256 new tokens and their ra
 Both variants run in the same process, interleaved (cache, no cache, cache, ...), and the
 best repeat of each is kept, so a busy machine slows both alike. Greedy decoding, so both
 must produce the same tokens (checked).
+
+``--dispatch blocking`` sets ``MS_DEV_LAUNCH_BLOCKING=1`` for this process (before MindSpore
+is imported): PyNative then runs each operator synchronously instead of handing it to
+dispatch threads — on a small, busy CPU that removes most of the fixed per-step cost
+(see course_lib.inference, "PyNative's operator dispatch").
 """
 import argparse
+import os
+import sys
 import time
+
+if "--dispatch" in sys.argv and sys.argv[sys.argv.index("--dispatch") + 1:][:1] == ["blocking"]:
+    os.environ["MS_DEV_LAUNCH_BLOCKING"] = "1"     # must precede the MindSpore import
 
 import course_lib as cl
 from course_lib import baichuan
@@ -24,7 +34,10 @@ def main():
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--new", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--dispatch", choices=("async", "blocking"), default="async",
+                    help="PyNative operator dispatch (MindSpore's default is async)")
     args = ap.parse_args()
+    print(f"PyNative dispatch: {args.dispatch}")
     cl.setup(device="CPU", mode="pynative", seed=0, quiet=True)
     cfg = baichuan.tiny(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
                         intermediate_size=int(args.hidden * 8 / 3 + 31) // 32 * 32)
