@@ -1,5 +1,22 @@
-"""Exercise checkers: ``from course_lib.check import ch00; ch00.ex1(answer)``.
+"""Exercise checkers: ``from course_lib.check import ch06; ch06.rms_norm(MyRMSNorm)``.
 
-Each checker prints a verdict (with a hint when wrong) and returns True/False, so the
-tests can prove it accepts the reference answer and rejects a wrong one.
+Each checker prints a verdict (with a hint when wrong) and returns True/False; it never
+raises. Code checkers run the learner's code next to the reference in
+``course_lib.solutions`` on hidden inputs. ``python -m course_lib.check --list`` lists every
+exercise; ``--self-test`` proves each checker accepts its reference and rejects realistic
+wrong solutions with their hint.
 """
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from .common import EXERCISES, Exercise, show_solution  # noqa: F401
+
+
+def all_exercises() -> dict[str, Exercise]:
+    """Import every chapter's checker module (registering its exercises) and return the registry."""
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name.startswith("ch"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+    return dict(sorted(EXERCISES.items()))

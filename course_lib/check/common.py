@@ -1,7 +1,23 @@
-"""The one place that formats a verdict, so every chapter's checkers read alike."""
+"""The one place that formats a verdict and runs a learner's code, so every chapter's
+checkers read alike and never raise.
+
+Two kinds of exercise (both registered with :func:`exercise`):
+
+* **number** — the learner computes a value; ``check_number`` accepts Python/NumPy scalars,
+  0-d arrays and 0-d Tensors, and rejects None/NaN/strings with a hint instead of raising.
+* **code** — the learner writes a Cell, a function, a callback or a transform in a scaffold
+  cell; the checker runs it next to the reference in ``course_lib.solutions`` on hidden inputs
+  and raises :class:`Mismatch` naming the first difference and the likely bug.
+  ``run_code_check`` turns that into a printed verdict (``NotImplementedError`` → "还没有实现").
+"""
 from __future__ import annotations
 
+import inspect
 import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
 
 
 def verdict(ok: bool, hint: str = "", name: str = "") -> bool:
@@ -13,8 +29,153 @@ def verdict(ok: bool, hint: str = "", name: str = "") -> bool:
 def close(a, b, rel: float = 1e-6, abs_: float = 0.0) -> bool:
     """Numbers (or equal-length sequences of numbers) equal within tolerance."""
     try:
-        if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        if _is_sequence(a) or _is_sequence(b):
+            a, b = list(_to_numpy(a).ravel()), list(_to_numpy(b).ravel())
             return len(a) == len(b) and all(close(x, y, rel, abs_) for x, y in zip(a, b))
-        return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=abs_)
+        x, y = float(_to_numpy(a)), float(_to_numpy(b))
+        return math.isfinite(x) and math.isclose(x, y, rel_tol=rel, abs_tol=abs_)
     except (TypeError, ValueError):
         return False
+
+
+# --------------------------------------------------------------------------- numbers
+class BadAnswer(ValueError):
+    """The answer is not of the right kind (None, NaN, a string, a float where an int is due)."""
+
+
+def _to_numpy(x):
+    if hasattr(x, "asnumpy"):          # mindspore.Tensor
+        return x.asnumpy()
+    return np.asarray(x)
+
+
+def _is_sequence(x) -> bool:
+    return isinstance(x, (list, tuple)) or (hasattr(x, "shape") and len(getattr(x, "shape")) > 0)
+
+
+def as_number(answer, integer: bool = False):
+    """A Python int/float from an int, float, NumPy scalar, 0-d array or 0-d Tensor."""
+    if answer is None:
+        raise BadAnswer("答案是 None：是不是忘了写 return，或者把 print(...) 的结果当成了答案？")
+    if isinstance(answer, (str, bytes)):
+        raise BadAnswer(f"答案是字符串 {answer!r}：请给出数字，而不是文字。")
+    if isinstance(answer, bool):
+        raise BadAnswer("答案是 True/False：这里需要一个数字。")
+    try:
+        arr = _to_numpy(answer)
+    except Exception:                                   # noqa: BLE001 - any odd object
+        raise BadAnswer(f"看不懂类型为 {type(answer).__name__} 的答案：请给出一个数字。") from None
+    if arr.ndim != 0 and arr.size != 1:
+        raise BadAnswer(f"答案的形状是 {arr.shape}：这里需要一个数字，不是数组。")
+    value = arr.reshape(()).item()
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise BadAnswer(f"答案 {value!r} 不是数字。")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BadAnswer(f"答案是 {value}：计算里出现了 NaN/inf，检查一下除以 0 或 log(0)。")
+    if integer:
+        if isinstance(value, float) and not value.is_integer():
+            raise BadAnswer(f"答案 {value} 不是整数：这里要数“个数”，不要小数。")
+        return int(value)
+    return value
+
+
+def as_numbers(answer, integer: bool = False) -> list:
+    """A list of numbers from a list/tuple/array/Tensor (each element as in :func:`as_number`)."""
+    if answer is None or isinstance(answer, (str, bytes)):
+        raise BadAnswer("这里需要一串数字（list 或数组）。")
+    try:
+        arr = _to_numpy(answer) if not isinstance(answer, (list, tuple)) else answer
+        items = list(arr.ravel()) if hasattr(arr, "ravel") else list(arr)
+    except Exception:                                   # noqa: BLE001
+        raise BadAnswer(f"看不懂类型为 {type(answer).__name__} 的答案：请给出一串数字。") from None
+    return [as_number(x, integer=integer) for x in items]
+
+
+def check_number(answer, expected, *, name: str, hint: str, rel: float = 1e-6,
+                 abs_: float = 0.0, integer: bool = False) -> bool:
+    """Verdict for a number (or, if ``expected`` is a sequence, a sequence of numbers). Never raises."""
+    try:
+        if isinstance(expected, (list, tuple)):
+            got = as_numbers(answer, integer=integer)
+            ok = len(got) == len(expected) and all(
+                math.isclose(g, e, rel_tol=rel, abs_tol=abs_) for g, e in zip(got, expected))
+            if len(got) != len(expected):
+                hint = f"需要 {len(expected)} 个数，你给了 {len(got)} 个。" + hint
+        else:
+            ok = math.isclose(as_number(answer, integer=integer), expected, rel_tol=rel, abs_tol=abs_)
+    except BadAnswer as bad:
+        return verdict(False, str(bad), name)
+    return verdict(ok, hint, name)
+
+
+# --------------------------------------------------------------------------- code
+class Mismatch(AssertionError):
+    """Raised by a code checker: the message names the first mismatch and the likely bug."""
+
+
+def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
+    """Run a checker body; print one verdict; never raise.
+
+    ``NotImplementedError`` from the scaffold → "还没有实现"; :class:`Mismatch` → its diagnosis;
+    any other exception from the learner's code → its type and message."""
+    try:
+        body()
+    except NotImplementedError:
+        print(f"[{name}] ⏳ 还没有实现：把脚手架里的 raise NotImplementedError 换成你的代码。提示：{hint}")
+        return False
+    except Mismatch as m:
+        return verdict(False, str(m), name)
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:                            # noqa: BLE001 - report, never raise
+        return verdict(False, f"你的代码运行时抛出 {type(err).__name__}: {err}。{hint}", name)
+    return verdict(True, name=name)
+
+
+def compare(got, want, what: str, *, atol: float = 1e-5, rtol: float = 1e-4, bug: str = "") -> None:
+    """Raise :class:`Mismatch` unless arrays/Tensors ``got`` and ``want`` agree (shape, then values)."""
+    g, w = _to_numpy(got), _to_numpy(want)
+    if g.shape != w.shape:
+        raise Mismatch(f"{what} 的形状是 {tuple(g.shape)}，应为 {tuple(w.shape)}。{bug}")
+    if not np.allclose(g.astype(np.float64), w.astype(np.float64), atol=atol, rtol=rtol, equal_nan=False):
+        diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+        idx = np.unravel_index(int(np.nanargmax(np.where(np.isnan(diff), np.inf, diff))), diff.shape)
+        raise Mismatch(f"{what} 在位置 {tuple(int(i) for i in idx)} 上是 {g[idx]:.6g}，应为 {w[idx]:.6g}"
+                       f"（最大误差 {np.nanmax(diff):.3g}）。{bug}")
+
+
+# --------------------------------------------------------------------------- registry
+@dataclass(frozen=True)
+class Exercise:
+    name: str                          # "ch06.rms_norm"
+    kind: str                          # "code" | "number"
+    task: str                          # one line, Chinese
+    checker: Callable[[Any], bool]
+    solution: Callable[[], Any] | None = None   # code: builds the reference object; number: the answer
+    wrong: tuple = field(default_factory=tuple)  # code: ((factory, hint fragment the verdict must show), ...)
+
+
+EXERCISES: dict[str, Exercise] = {}
+
+
+def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wrong=()):
+    """Register a checker: ``@exercise("code", "写一个 RMSNorm Cell", solution=..., wrong=(...))``."""
+    if kind not in ("code", "number"):
+        raise ValueError(f"kind must be 'code' or 'number', not {kind!r}")
+
+    def register(func):
+        name = f"{func.__module__.rsplit('.', 1)[-1]}.{func.__name__}"
+        EXERCISES[name] = Exercise(name, kind, task, func, solution, tuple(wrong))
+        return func
+    return register
+
+
+def show_solution(name: str) -> None:
+    """Print the reference solution of exercise ``name`` (after you have tried it yourself)."""
+    from . import all_exercises
+    ex = all_exercises().get(name)
+    if ex is None or ex.solution is None:
+        raise KeyError(f"No exercise {name!r} with a stored solution; see python -m course_lib.check --list")
+    obj = ex.solution()
+    target = obj if (inspect.isclass(obj) or inspect.isfunction(obj)) else ex.solution
+    print(inspect.getsource(target))
