@@ -1,0 +1,185 @@
+"""No number exercise's answer is on screen before the exercise asks for it.
+
+For every registered number exercise ``chNN.exK`` the answer (from its registered solution,
+computed in a subprocess: checker modules import MindSpore, chapter 11's imports mindnlp) is
+rendered the usual ways — int with and without thousands separators, float at several
+precisions, list/tuple/array printouts — and searched in every cell source and every text
+output of notebook NN *before* the exercise cell (the first cell that calls ``chNN.exK(``
+or names ``chNN.exK``). Renderings with fewer than 3 significant digits ("6", "0.2") are
+too common to mean anything and are skipped.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = {p.name[:2]: p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+
+_DUMP = r"""
+import inspect, json, math, re, sys
+import numpy as np
+from course_lib.check import all_exercises
+from course_lib.check.common import as_number, as_numbers, BadAnswer
+exercises = all_exercises()
+out = {"answers": {}, "errors": {}, "unregistered": []}
+for name, ex in exercises.items():
+    if ex.kind != "number":
+        continue
+    try:
+        value = ex.solution()
+        if isinstance(value, str):
+            out["answers"][name] = value
+        elif isinstance(value, (list, tuple)) or (hasattr(value, "shape") and len(value.shape) > 0):
+            out["answers"][name] = as_numbers(value)
+        else:
+            out["answers"][name] = as_number(value)
+    except Exception as err:
+        out["errors"][name] = f"{type(err).__name__}: {err}"
+for modname in sorted({n.split(".")[0] for n in exercises} | {f"ch{i:02d}" for i in range(15)}):
+    try:
+        mod = sys.modules.get(f"course_lib.check.{modname}")
+    except Exception:
+        mod = None
+    if mod is None:
+        continue
+    for fname, func in inspect.getmembers(mod, inspect.isfunction):
+        if re.fullmatch(r"ex\d+", fname) and func.__module__ == mod.__name__ \
+                and f"{modname}.{fname}" not in exercises:
+            out["unregistered"].append(f"{modname}.{fname}")
+print("JSON:" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def registry() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3", COURSE_SCALE="ci",
+               COURSE_HEADLESS="1", PYTHONHASHSEED="0")
+    proc = subprocess.run([sys.executable, "-c", _DUMP], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("JSON:")][-1]
+    return json.loads(line[5:])
+
+
+def _digits(text: str) -> int:
+    """Significant digits of a rendering: digits left after dropping signs and leading zeros."""
+    return sum(c.isdigit() for c in text.lstrip("-+0.,"))
+
+
+def _number_texts(v) -> set[str]:
+    texts = set()
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+        i = int(v)
+        texts |= {str(i), f"{i:,}", f"{i}.0", f"{i:,}.0"}
+    if isinstance(v, float):
+        texts.add(repr(v))
+        for n in range(1, 7):
+            texts.add(f"{v:.{n}f}")
+            texts.add(f"{v:.{n}g}")
+            texts.add(f"{v:.{n}e}")
+    return texts
+
+
+def _number_pattern(v) -> str | None:
+    texts = sorted((t for t in _number_texts(v) if _digits(t) >= 3), key=len, reverse=True)
+    if not texts:
+        return None
+    return "(?:" + "|".join(re.escape(t) for t in texts) + ")"
+
+
+def _element_pattern(v) -> str:
+    texts = sorted(_number_texts(v) | {str(v)}, key=len, reverse=True)
+    return "(?:" + "|".join(re.escape(t) for t in texts) + ")"
+
+
+def answer_patterns(answer) -> list[re.Pattern]:
+    """Regexes that find ``answer`` as a learner would see it printed or typed."""
+    edge_l, edge_r = r"(?<![\w.])", r"(?!\.?\d)"
+    if isinstance(answer, str):
+        return [re.compile(re.escape(answer))] if len(answer) >= 4 else []
+    if isinstance(answer, list):
+        if sum(_digits(str(x)) for x in answer) < 3:
+            return []
+        sep = r"[\s,]+"
+        body = sep.join(_element_pattern(x) for x in answer)
+        return [re.compile(edge_l + body + edge_r)]
+    pat = _number_pattern(answer)
+    return [re.compile(edge_l + pat + edge_r)] if pat else []
+
+
+def _cell_texts(cell) -> list[tuple[str, str]]:
+    texts = [("source", cell.source)]
+    for out in cell.get("outputs", []):
+        if "text" in out:
+            texts.append(("output", out["text"]))
+        for mime in ("text/plain", "text/html", "text/markdown"):
+            data = out.get("data", {}).get(mime)
+            if data:
+                texts.append(("output", data if isinstance(data, str) else "".join(data)))
+    return texts
+
+
+def exercise_cell(nb, name: str) -> int | None:
+    chapter, func = name.split(".")
+    call = re.compile(rf"\b{chapter}\.{func}\b")
+    for i, cell in enumerate(nb.cells):
+        if call.search(cell.source):
+            return i
+    return None
+
+
+def leaks(nb, name: str, answer) -> list[str]:
+    """Where ``answer`` shows up before the exercise cell of ``name`` (empty: nowhere)."""
+    stop = exercise_cell(nb, name)
+    assert stop is not None, f"{name} is never asked in its notebook"
+    found = []
+    for pattern in answer_patterns(answer):
+        for i, cell in enumerate(nb.cells[:stop]):
+            for where, text in _cell_texts(cell):
+                m = pattern.search(text)
+                if m:
+                    found.append(f"cell {i} {where}: ...{text[max(0, m.start() - 40):m.end() + 20]!r}")
+    return found
+
+
+@pytest.mark.parametrize("nn", sorted(NOTEBOOKS))
+def test_no_answer_before_its_exercise(nn, registry):
+    chapter = f"ch{nn}"
+    errors = {n: e for n, e in registry["errors"].items() if n.startswith(chapter + ".")}
+    assert not errors, f"could not compute the answers: {errors}"
+    unregistered = [n for n in registry["unregistered"] if n.startswith(chapter + ".")]
+    assert not unregistered, f"number checkers not registered with @exercise: {unregistered}"
+    nb = nbformat.read(NOTEBOOKS[nn], as_version=4)
+    problems = {}
+    for name, answer in registry["answers"].items():
+        if name.startswith(chapter + "."):
+            found = leaks(nb, name, answer)
+            if found:
+                problems[name] = found
+    assert not problems, "answers on screen before their exercise:\n" + "\n".join(
+        f"{n} = {registry['answers'][n]!r}: " + "; ".join(f) for n, f in problems.items())
+
+
+def test_the_scanner_finds_what_a_learner_would_see():
+    """The scanner itself: it must find a printed answer and ignore look-alikes."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print(acc)"),
+                nbformat.v4.new_markdown_cell("练习：用 `ch99.ex1(答案)` 检查。")]
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="acc = 0.5202\n")]
+    assert leaks(nb, "ch99.ex1", 0.52023)                  # 4 decimals of the answer
+    assert not leaks(nb, "ch99.ex1", 0.5203)
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="ppl 8000.0\n")]
+    assert leaks(nb, "ch99.ex1", 8000) and leaks(nb, "ch99.ex1", 8000.0)
+    assert not leaks(nb, "ch99.ex1", 800)                   # 800 inside 8000 is not 800
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="[0.1, 0.05, 0.025, 0.0125]\n")]
+    assert leaks(nb, "ch99.ex1", [0.1, 0.05, 0.025, 0.0125])
+    assert not leaks(nb, "ch99.ex1", 6)                     # too short to mean anything
+    nb.cells[0].source = "x = 12,736 parameters"
+    nb.cells[0].outputs = []
+    assert leaks(nb, "ch99.ex1", 12736)
