@@ -1,22 +1,53 @@
-"""ch14 checkers accept the reference answers and reject wrong ones."""
+"""ch14 checkers: references accepted, wrong variants rejected with their hint, numbers."""
 import mindspore as ms
+import numpy as np
+import pytest
 from mindspore import Tensor
 
 from course_lib.check import ch14
+from course_lib.check.__main__ import self_test_one
+from course_lib.check.common import EXERCISES
+from course_lib.solutions import ch14 as sol
 
 
-def test_ex1_static_compiles():
-    assert ch14.ex1(4)                     # 12, 20, 33, 8
+@pytest.mark.parametrize("name", ["ch14.pad_to_bucket", "ch14.dynamic_inputs", "ch14.ex1", "ch14.ex2", "ch14.ex3"])
+def test_self_test(name):
+    assert self_test_one(EXERCISES[name]) == []
+
+
+def test_bucket_padding_keeps_the_loss_of_a_causal_model():
+    """Independent of the course code: a causal (prefix-sum) 'model' and a masked mean loss
+    give the same value before and after pad_to_bucket."""
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(1, 9, (3, 5)).astype(np.int32)
+    labels = rng.integers(1, 9, (3, 5)).astype(np.int32)
+
+    def loss(i, l_):
+        logits = np.cumsum(i, axis=1).astype(np.float64)          # position t sees tokens <= t
+        keep = l_ != -100
+        return float(((logits - l_) ** 2)[keep].mean())
+    pi, pl = sol.pad_to_bucket(inputs, labels, (4, 8, 16), pad_id=0)
+    assert pi.shape == (3, 8) and loss(pi, pl) == loss(inputs, labels)
+    li, ll = sol.wrong_left_pad(inputs, labels, (4, 8, 16), 0)
+    assert loss(li, ll) != loss(inputs, labels)
+    with pytest.raises(ValueError, match="bigger bucket"):
+        sol.pad_to_bucket(np.zeros((1, 17)), np.zeros((1, 17)), (4, 8, 16))
+
+
+def test_numbers():
+    assert ch14.ex1(4) and ch14.ex1(np.int64(4))        # 12, 20, 33, 8
     assert not ch14.ex1(6) and not ch14.ex1(True)
-
-
-def test_ex2_bucketed_compiles():
-    assert ch14.ex2(3)                     # 16 (12, 8), 32 (20), 64 (33)
-    assert not ch14.ex2(4)
+    assert ch14.ex2(3) and not ch14.ex2(4)              # 16 (12, 8), 32 (20), 64 (33)
 
 
 def test_ex3_dynamic_declaration():
-    assert ch14.ex3(Tensor(shape=[None, None], dtype=ms.int32))
-    assert not ch14.ex3(Tensor(shape=[4, None], dtype=ms.int32))      # batch fixed
-    assert not ch14.ex3(Tensor(shape=[None, None], dtype=ms.float32))
-    assert not ch14.ex3("Tensor(shape=[None, None])")
+    assert ch14.ex3(Tensor(shape=[1, None, 64], dtype=ms.float16))
+    assert not ch14.ex3(Tensor(shape=[None, None, None], dtype=ms.float16))
+    assert not ch14.ex3(Tensor(shape=[None, None, 64], dtype=ms.float16))
+    assert not ch14.ex3(Tensor(shape=[1, None, 64], dtype=ms.float32))
+    assert not ch14.ex3("Tensor(shape=[1, None, 64])")
+
+
+def test_hints_do_not_give_the_answer_away(capsys):
+    ch14.ex3(None)
+    assert "[1, None, 64]" not in capsys.readouterr().out

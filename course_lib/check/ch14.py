@@ -1,33 +1,160 @@
 """Checkers for notebook 14 (dynamic shapes and graph compilation).
 
-Expected values come from the same functions the notebook measures with."""
-from .common import verdict
+Code exercises compare with ``course_lib.solutions.ch14``; the numbers come from the same
+functions the notebook measures with."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..solutions import ch14 as sol
+from .common import Mismatch, _to_numpy, check_number, compare, exercise, run_code_check
 
 STREAM = (12, 20, 12, 33, 20, 8)     # sequence lengths of a stream of batches
 BUCKETS = (16, 32, 64)
+HIDDEN_BUCKETS = (8, 16, 24)
+HIDDEN_LENGTHS = (5, 8, 13, 16, 1, 24, 9)
 
 
+def _lm_batch(rng, rows, length):
+    inputs = rng.integers(3, 90, (rows, length)).astype(np.int32)
+    labels = rng.integers(3, 90, (rows, length)).astype(np.int32)
+    labels[0, -1] = -100                                  # a label already ignored
+    return inputs, labels
+
+
+def _bucket_bug(got_i, got_l, want_i, want_l, inputs, pad_id) -> str:
+    t = inputs.shape[1]
+    if got_i.shape[1] > want_i.shape[1] and t in HIDDEN_BUCKETS:
+        return f"长度恰好是 {t}（等于一个桶）却补到了更大的桶：条件应是 桶 >= 长度。"
+    if got_i.shape == want_i.shape and np.array_equal(got_i[:, -t:], inputs) and t < got_i.shape[1]:
+        return "补齐加在了左边：因果模型的真实 token 要从第 0 列开始，只能在右边补齐。"
+    if got_i.shape == want_i.shape and (got_l[:, t:] == pad_id).all() and t < got_l.shape[1]:
+        return "标签的补齐位置填了 pad_id：应填 -100（IGNORE_INDEX），否则损失会去学“预测填充符”。"
+    return "找到不小于长度的最小桶，在右边补：inputs 用 pad_id，labels 用 -100。"
+
+
+@exercise("code", "写 pad_to_bucket：把变长批次右补齐到最小的桶，让编译次数不超过桶数",
+          solution=lambda: sol.pad_to_bucket,
+          wrong=((lambda: sol.wrong_left_pad, "左边"), (lambda: sol.wrong_label_pad_id, "-100"),
+                 (lambda: sol.wrong_strict_bucket, "桶 >= 长度")))
+def pad_to_bucket(func) -> bool:
+    """``func(inputs, labels, buckets, pad_id)`` -> (inputs, labels) padded to a bucket."""
+    def body():
+        rng, widths = np.random.default_rng(14), set()
+        for k, t in enumerate(HIDDEN_LENGTHS):
+            inputs, labels = _lm_batch(rng, 1 + k % 3, t)
+            pad_id = 0 if k % 2 else 1
+            got = func(inputs.copy(), labels.copy(), HIDDEN_BUCKETS, pad_id)
+            if not isinstance(got, (tuple, list)) or len(got) != 2:
+                raise Mismatch("应返回 (inputs, labels) 两项。")
+            gi, gl = (_to_numpy(x) for x in got)
+            wi, wl = sol.pad_to_bucket(inputs, labels, HIDDEN_BUCKETS, pad_id)
+            bug = _bucket_bug(gi, gl, wi, wl, inputs, pad_id)
+            what = f"长度 {t}、桶 {HIDDEN_BUCKETS} 时"
+            compare(gi, wi, f"{what}补齐后的 inputs", atol=0, rtol=0, bug=bug)
+            compare(gl, wl, f"{what}补齐后的 labels", atol=0, rtol=0, bug=bug)
+            widths.add(gi.shape[1])
+        if len(widths) > len(HIDDEN_BUCKETS):
+            raise Mismatch(f"出现了 {len(widths)} 种长度，多于桶数 {len(HIDDEN_BUCKETS)}。")
+        try:
+            func(*_lm_batch(rng, 2, max(HIDDEN_BUCKETS) + 3), HIDDEN_BUCKETS, 0)
+        except ValueError:
+            return
+        raise Mismatch(f"长度 {max(HIDDEN_BUCKETS) + 3} 超过了最大的桶，却没有报错：应抛出 ValueError，"
+                       "并说明“加一个更大的桶或截断”。")
+    return run_code_check("ch14.pad_to_bucket", "最小的 桶 >= T；右补齐；labels 补 -100；"
+                          "超过最大桶时 raise ValueError。", body)
+
+
+def _dynamic_case():
+    rng = np.random.default_rng(4)
+    hidden = rng.standard_normal((2, 5, 8)).astype(np.float16)
+    ids = rng.integers(0, 50, (2, 5)).astype(np.int32)
+    return [hidden, ids], (1,)
+
+
+def _compiles_once(placeholders) -> int:
+    from mindspore import Tensor, nn
+    from ..migration.compile_stats import CompileCounter, graph_mode
+
+    class Probe(nn.Cell):
+        def construct(self, h, ids):
+            return h.sum(-1) + ids.astype(h.dtype)
+    hidden, ids = _dynamic_case()[0]
+    with graph_mode():
+        probe = Probe()
+        probe.set_inputs(*placeholders)
+        with CompileCounter() as counter:
+            for t in (3, 5, 7):
+                probe(Tensor(np.resize(hidden, (2, t, 8))), Tensor(np.resize(ids, (2, t))))
+    return counter.count
+
+
+@exercise("code", "写 dynamic_inputs：为 cell.set_inputs 生成占位 Tensor（可变维度写 None，dtype 与输入一致）",
+          solution=lambda: sol.dynamic_inputs,
+          wrong=((lambda: sol.wrong_fixed_shape, "None"), (lambda: sol.wrong_float32, "dtype"),
+                 (lambda: sol.wrong_batch_axis, "第 1 维")))
+def dynamic_inputs(func) -> bool:
+    """``func(examples, dynamic_axes)`` -> list of placeholders; then a Probe Cell compiles once."""
+    from mindspore import Tensor
+
+    def body():
+        examples, axes = _dynamic_case()
+        got = func([x.copy() for x in examples], axes)
+        want = sol.dynamic_inputs(examples, axes)
+        if got is None or len(got) != len(want):
+            raise Mismatch(f"应为每个输入各返回一个占位 Tensor，共 {len(want)} 个。")
+        for i, (g, w) in enumerate(zip(got, want)):
+            if not isinstance(g, Tensor):
+                raise Mismatch(f"第 {i} 个占位符是 {type(g).__name__}：应是 Tensor(shape=[...], dtype=...)。")
+            if g.dtype != w.dtype:
+                raise Mismatch(f"第 {i} 个占位符的 dtype 是 {g.dtype}，真实输入是 {w.dtype}：dtype 与真实输入不一致，"
+                               "set_inputs 会拒绝这次调用。")
+            if tuple(g.shape) != tuple(w.shape):
+                dyn = [a for a, n in enumerate(g.shape) if n == -1]
+                hint = ("没有任何一维写成 None：每个新长度都会再编译一次。" if not dyn else
+                        f"写成 None 的是第 {dyn} 维，应是第 1 维（长度）；其余维度写具体大小。")
+                raise Mismatch(f"第 {i} 个占位符的形状是 {tuple(g.shape)}，应为 {tuple(w.shape)}（-1 即 None）：{hint}")
+        n = _compiles_once(got)
+        if n != 1:
+            raise Mismatch(f"长度 3、5、7 的三次调用编译了 {n} 次，应只编译 1 次。")
+    return run_code_check("ch14.dynamic_inputs", "逐个输入：shape 取样例的形状，dynamic_axes 里的维度换成 None；"
+                          "dtype 取样例的 dtype。", body)
+
+
+# --------------------------------------------------------------------------- numbers
+@exercise("number", "静态形状下，长度流 (12, 20, 12, 33, 20, 8) 编译几张图", solution=lambda: len(set(STREAM)))
 def ex1(answer) -> bool:
     """GRAPH mode, static shapes: how many graphs does the stream STREAM compile?"""
-    expected = len(set(STREAM))
-    ok = isinstance(answer, int) and not isinstance(answer, bool) and answer == expected
-    return verdict(ok, "静态形状下，每个“没见过的”长度编译一次；重复出现的长度复用已编译的图。", "ch14.ex1")
+    return check_number(answer, len(set(STREAM)), name="ch14.ex1", integer=True,
+                        hint="静态形状下，每个“没见过的”长度编译一次；重复出现的长度复用已编译的图。")
 
 
+def _bucketed() -> int:
+    from ..migration.compile_stats import bucket_length
+    return len({bucket_length(n, BUCKETS) for n in STREAM})
+
+
+@exercise("number", "分桶 (16, 32, 64) 后同一长度流编译几张图", solution=_bucketed)
 def ex2(answer) -> bool:
     """Bucketed padding with BUCKETS: how many graphs for the same stream?"""
-    from ..migration.compile_stats import bucket_length
-    expected = len({bucket_length(n, BUCKETS) for n in STREAM})
-    ok = isinstance(answer, int) and not isinstance(answer, bool) and answer == expected
-    return verdict(ok, "先把每个长度补齐到不小于它的最小桶，再数用到了几个不同的桶。", "ch14.ex2")
+    return check_number(answer, _bucketed(), name="ch14.ex2", integer=True,
+                        hint="先把每个长度补齐到不小于它的最小桶，再数用到了几个不同的桶。")
 
 
-def ex3(answer) -> bool:
-    """The argument of ``cell.set_inputs`` that declares an int32 (batch, seq_len) input
-    whose batch size AND length may both vary."""
+def _ex3_answer():
     import mindspore as ms
     from mindspore import Tensor
-    ok = (isinstance(answer, Tensor) and answer.dtype == ms.int32
-          and tuple(answer.shape) == (-1, -1))
-    return verdict(ok, "Tensor(shape=[None, None], dtype=ms.int32)：None 表示该维是动态的；"
-                   "dtype 要与真实输入一致。", "ch14.ex3")
+    return Tensor(shape=[1, None, 64], dtype=ms.float16)
+
+
+@exercise("number", "set_inputs 的占位符：float16 的 (1, seq_len, 64)，只有 seq_len 可变", solution=_ex3_answer)
+def ex3(answer) -> bool:
+    """The argument of ``cell.set_inputs`` for float16 hidden states of shape (1, seq_len, 64)
+    where ONLY seq_len varies (batch stays 1, width stays 64)."""
+    import mindspore as ms
+    from mindspore import Tensor
+    from .common import verdict
+    ok = (isinstance(answer, Tensor) and answer.dtype == ms.float16
+          and tuple(answer.shape) == (1, -1, 64))
+    return verdict(ok, "只有会变的那一维写 None，不变的维度写具体数字；dtype 要与真实输入一致。", "ch14.ex3")
