@@ -28,7 +28,7 @@ def test_bucket_padding_keeps_the_loss_of_a_causal_model():
         return float(((logits - l_) ** 2)[keep].mean())
     pi, pl = sol.pad_to_bucket(inputs, labels, (4, 8, 16), pad_id=0)
     assert pi.shape == (3, 8) and loss(pi, pl) == loss(inputs, labels)
-    li, ll = sol.wrong_left_pad(inputs, labels, (4, 8, 16), 0)
+    li, ll = sol.wrong_left_pad(inputs, labels, (4, 8, 16), 5)   # pads precede real tokens
     assert loss(li, ll) != loss(inputs, labels)
     with pytest.raises(ValueError, match="bigger bucket"):
         sol.pad_to_bucket(np.zeros((1, 17)), np.zeros((1, 17)), (4, 8, 16))
