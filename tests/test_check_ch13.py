@@ -1,11 +1,45 @@
-"""ch13 checkers accept the reference answers and reject wrong ones."""
+"""ch13 checkers: references accepted, wrong variants rejected with their hint, numbers vs torch."""
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
 from course_lib.check import ch13
+from course_lib.check.__main__ import self_test_one
+from course_lib.check.common import EXERCISES
+from course_lib.solutions import ch13 as sol
 
 
-def test_ex1_layernorm_default_epsilon(capsys):
-    assert ch13.ex1(1e-7)
-    assert not ch13.ex1(1e-5)                 # PyTorch's default, the classic mistake
-    assert not ch13.ex1("1e-7x")
+@pytest.mark.parametrize("name", ["ch13.translate_block", "ch13.convert_state_dict", "ch13.ex1", "ch13.ex2", "ch13.ex3"])
+def test_self_test(name):
+    assert self_test_one(EXERCISES[name]) == []
+
+
+def test_convert_state_dict_loads_into_the_native_translation():
+    """The converted keys are exactly the parameters of the course's native TinyGPT."""
+    from course_lib.migration import native_demo, torch_demo
+    from course_lib.migration.demo_data import DemoConfig
+    cfg = DemoConfig(vocab_size=11, hidden=8, heads=2, layers=1, max_len=9)
+    tm = torch_demo.TinyGPT(cfg.vocab_size, cfg.hidden, cfg.heads, cfg.layers, cfg.max_len)
+    types = {name: type(m).__name__ for name, m in tm.named_modules()}
+    state = {k: v.detach().numpy() for k, v in tm.state_dict().items()}
+    converted = sol.convert_state_dict(state, types)
+    native = native_demo.build(cfg)
+    shapes = {p.name: tuple(p.shape) for p in native.get_parameters()}
+    assert {k: v.shape for k, v in converted.items()} == shapes
+
+
+def test_ex1_layernorm_ratio_against_torch():
+    from mindspore import Tensor, nn
+    eps_torch = inspect.signature(torch.nn.LayerNorm.__init__).parameters["eps"].default
+    assert eps_torch == 1e-5
+    x = np.array([[1, -1, 1, -1]], np.float32) * np.sqrt(1e-5).astype(np.float32)   # variance 1e-5
+    t = torch.nn.LayerNorm(4)(torch.tensor(x)).detach().numpy()
+    m = nn.LayerNorm((4,))(Tensor(x)).asnumpy()
+    ratio = float(m[0, 0] / t[0, 0])
+    assert ch13.ex1(ratio) and abs(ratio - ch13._layernorm_ratio()) < 1e-3
+    assert not ch13.ex1(1.0) and not ch13.ex1(1e-7)
 
 
 def test_ex2_parameter_name():
@@ -14,13 +48,12 @@ def test_ex2_parameter_name():
 
 
 def test_ex3_adamw_first_step_matches_closed_form_and_torch():
-    import torch
     p0, g, lr, wd, eps = 1.0, 0.5, 1e-3, 0.01, 1e-8
     closed = p0 * (1 - lr * wd) - lr * g / (abs(g) + eps)     # bias-corrected first step
     p = torch.nn.Parameter(torch.tensor([p0]))
     p.grad = torch.tensor([g])
     torch.optim.AdamW([p], lr=lr, betas=(0.9, 0.999), eps=eps, weight_decay=wd).step()
     assert abs(float(p.detach()) - closed) < 1e-6
-    assert ch13.ex3(closed) and ch13.ex3(float(p.detach()))
+    assert ch13.ex3(closed) and ch13.ex3(np.float32(float(p.detach())))
     assert not ch13.ex3(p0 - lr * g)          # plain SGD
     assert not ch13.ex3(p0 - lr * 0.1 / 0.001 ** 0.5)   # no bias correction (AdamWeightDecay)

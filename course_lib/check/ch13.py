@@ -1,23 +1,205 @@
 """Checkers for notebook 13 (PyTorch -> MindSpore migration).
 
-The expected values are computed from the installed frameworks, never typed in."""
-from .common import close, verdict
+Expected values are computed from the installed frameworks (real PyTorch on CPU is the
+independent reference), never typed in. torch is imported inside the functions only: this
+module may be imported in notebook 11's mindnlp kernel, where ``torch`` is mindtorch."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..solutions import ch13 as sol
+from .common import Mismatch, _to_numpy, check_number, compare, exercise, run_code_check, verdict
+
+BLOCK_SIZES = ((8, 20), (6, 6))                 # (hidden, inner): one square inner layer
 
 
-def ex1(answer) -> bool:
-    """MindSpore's default ``epsilon`` of ``nn.LayerNorm`` (a number)."""
+def torch_block():
+    """The PyTorch module the learner translates (returns the class)."""
+    import torch
+    import torch.nn.functional as F
+
+    class FeedForwardBlock(torch.nn.Module):
+        """Pre-LN residual feed-forward block: x + fc2(gelu(fc1(norm(x))))."""
+
+        def __init__(self, hidden: int, inner: int):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(hidden)
+            self.fc1 = torch.nn.Linear(hidden, inner)
+            self.fc2 = torch.nn.Linear(inner, hidden)
+
+        def forward(self, x):
+            return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+    return FeedForwardBlock
+
+
+def _torch_state(module) -> dict:
+    return {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}
+
+
+def _load(cell, ms_state: dict) -> None:
+    """Copy weights into the learner's Cell by MindSpore name; names/shapes must match."""
+    import mindspore as ms
+    params = dict(cell.parameters_and_names())
+    alt = {k.replace(".gamma", ".weight").replace(".beta", ".bias"): v for k, v in ms_state.items()}
+    want = ms_state if set(params) != set(alt) else alt           # accept mint.nn.LayerNorm names
+    if set(params) != set(want):
+        missing, extra = sorted(set(want) - set(params)), sorted(set(params) - set(want))
+        raise Mismatch(f"参数名不一致：缺少 {missing}，多出 {extra}。子模块的属性名要与 PyTorch 相同"
+                       "（norm、fc1、fc2），nn.LayerNorm 的参数叫 gamma/beta。")
+    for name, value in want.items():
+        if tuple(params[name].shape) != value.shape:
+            raise Mismatch(f"参数 {name} 的形状是 {tuple(params[name].shape)}，应为 {value.shape}："
+                           "nn.Dense(in_channels, out_channels) 的权重与 torch.nn.Linear 一样是 (out, in)。")
+        params[name].set_data(ms.Tensor(value))
+
+
+def _torch_variants(tb, x):
+    """Outputs of the torch block with the classic translation slips (for the diagnosis)."""
+    import torch
+    import torch.nn.functional as F
+    with torch.no_grad():
+        t = torch.tensor(x)
+        h = F.layer_norm(t, tb.norm.normalized_shape, tb.norm.weight, tb.norm.bias, eps=1e-7)
+        yield "LayerNorm 的 epsilon 用了 MindSpore 的默认值 1e-7；PyTorch 是 1e-5，要显式写 epsilon=1e-5。", \
+            (t + tb.fc2(F.gelu(tb.fc1(h)))).numpy()
+        yield "GELU 用了 tanh 近似（MindSpore nn.GELU() 的默认）；torch 的 F.gelu 是精确的 erf 版本。", \
+            (t + tb.fc2(F.gelu(tb.fc1(tb.norm(t)), approximate="tanh"))).numpy()
+        yield "少了残差连接 x + …。", tb.fc2(F.gelu(tb.fc1(tb.norm(t)))).numpy()
+
+
+def _block_case(cls, hidden, inner, rng):
+    import mindspore as ms
+    import torch
+    torch.manual_seed(hidden)
+    tb = torch_block()(hidden, inner).eval()
+    with torch.no_grad():
+        for p in tb.parameters():                   # non-trivial norm weights/biases
+            p.add_(torch.randn_like(p) * 0.1)
+    cell = cls(hidden, inner)
+    _load(cell, sol.convert_state_dict(_torch_state(tb), {"norm": "LayerNorm", "fc1": "Linear", "fc2": "Linear"}))
+    for shape in ((1, 5, hidden), (3, 7, hidden)):
+        # small activations (std 0.02): the LayerNorm epsilon is visible, as in real hidden states
+        x = (rng.standard_normal(shape) * 0.02 + 0.1).astype(np.float32)
+        got = _to_numpy(cell(ms.Tensor(x)))
+        want = tb(torch.tensor(x)).detach().numpy()
+        bug = next((b for b, v in _torch_variants(tb, x)
+                    if got.shape == v.shape and np.allclose(got, v, atol=1e-5, rtol=1e-4)), "")
+        compare(got, want, f"输入 {shape} 的输出", atol=1e-5, rtol=1e-4, bug=bug)
+    return tb, cell, x
+
+
+def _check_grads(tb, cell, x):
+    import mindspore as ms
+    import torch
+    t = torch.tensor(x)
+    tb.zero_grad()
+    tb(t).pow(2).sum().backward()
+    weights = cell.trainable_params()
+    grads = ms.value_and_grad(lambda v: (cell(v) ** 2).sum(), None, weights)(ms.Tensor(x))[1]
+    torch_grads = sol.convert_state_dict({k: p.grad.numpy() for k, p in tb.named_parameters()},
+                                         {"norm": "LayerNorm", "fc1": "Linear", "fc2": "Linear"})
+    for p, g in zip(weights, grads):
+        key = p.name if p.name in torch_grads else p.name.replace(".weight", ".gamma").replace(".bias", ".beta")
+        compare(g, torch_grads[key], f"参数 {p.name} 的梯度", atol=1e-4, rtol=1e-3,
+                bug="前向一致但梯度不同：是否用了 stop_gradient，或在 construct 里改了参数？")
+
+
+@exercise("code", "把 PyTorch 的 FeedForwardBlock 翻译成 nn.Cell：拷贝同一份权重后输出与梯度都与 PyTorch 相同",
+          solution=lambda: sol.FeedForwardBlock,
+          wrong=((lambda: sol.wrong_default_eps, "epsilon"), (lambda: sol.wrong_tanh_gelu, "tanh 近似"),
+                 (lambda: sol.wrong_no_residual, "残差")))
+def translate_block(cls) -> bool:
+    """``cls(hidden, inner)``: a Cell with attributes norm, fc1, fc2, run next to real PyTorch."""
+    def body():
+        rng = np.random.default_rng(13)
+        for hidden, inner in BLOCK_SIZES:
+            tb, cell, x = _block_case(cls, hidden, inner, rng)
+        _check_grads(tb, cell, x)
+    return run_code_check("ch13.translate_block", "对照第 1 节的表：LayerNorm 的 epsilon 与 GELU 的近似方式"
+                          "都要显式写成 PyTorch 的默认值；nn.Dense 的权重不用转置。", body)
+
+
+def _gpt_like_state(rng):
+    """A TinyGPT-shaped torch state dict (as arrays) and its module types."""
+    h, v = 6, 11
+    types = {"tok": "Embedding", "pos": "Embedding", "blocks.0.ln1": "LayerNorm",
+             "blocks.0.attn.qkv": "Linear", "blocks.0.attn.proj": "Linear", "blocks.0.fc": "Linear",
+             "ln_f": "LayerNorm", "head": "Linear"}
+    shapes = {"tok.weight": (v, h), "pos.weight": (9, h), "blocks.0.ln1.weight": (h,),
+              "blocks.0.ln1.bias": (h,), "blocks.0.attn.qkv.weight": (3 * h, h),
+              "blocks.0.attn.qkv.bias": (3 * h,), "blocks.0.attn.proj.weight": (h, h),
+              "blocks.0.attn.proj.bias": (h,), "blocks.0.fc.weight": (4 * h, h), "blocks.0.fc.bias": (4 * h,),
+              "ln_f.weight": (h,), "ln_f.bias": (h,), "head.weight": (v, h)}
+    return {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}, types
+
+
+@exercise("code", "写 convert_state_dict：PyTorch state_dict 的键名/数组 → MindSpore 参数名/数组",
+          solution=lambda: sol.convert_state_dict,
+          wrong=((lambda: sol.wrong_rename_all, "Linear"), (lambda: sol.wrong_transpose_linear, "转置"),
+                 (lambda: sol.wrong_forgets_embedding, "embedding_table")))
+def convert_state_dict(func) -> bool:
+    """``func(state, module_types)`` -> {MindSpore name: array}, compared key by key."""
+    def body():
+        state, types = _gpt_like_state(np.random.default_rng(31))
+        got = func({k: v.copy() for k, v in state.items()}, dict(types))
+        want = sol.convert_state_dict(state, types)
+        if not isinstance(got, dict):
+            raise Mismatch(f"应返回 dict（MindSpore 参数名 → 数组），得到 {type(got).__name__}。")
+        for key in want:
+            if key not in got:
+                owner = key.rpartition(".")[0]
+                wrong = sorted(k for k in got if k.rpartition(".")[0] == owner)
+                kind = types.get(owner, "?")
+                why = {"Embedding": "nn.Embedding 的权重在 MindSpore 里叫 embedding_table。",
+                       "LayerNorm": "nn.LayerNorm 的 weight/bias 在 MindSpore 里叫 gamma/beta。",
+                       "Linear": "Linear → Dense 不改名：weight/bias 保持原样。"}.get(kind, "")
+                raise Mismatch(f"缺少 {key}（{owner} 是 {kind}，你给出的是 {wrong}）：{why}")
+        extra = sorted(set(got) - set(want))
+        if extra:
+            raise Mismatch(f"多出了 {extra}：每个 torch 张量只对应一个 MindSpore 参数。")
+        for key, value in want.items():
+            g = _to_numpy(got[key])
+            bug = ("转置了 Linear 的权重：torch.nn.Linear 与 nn.Dense 的 weight 都是 (out, in)，直接拷贝。"
+                   "方阵层转置后形状照样对得上，错误最隐蔽。"
+                   if g.shape == value.T.shape and np.array_equal(g, value.T) else "")
+            compare(g, value, f"参数 {key}", atol=0, rtol=0, bug=bug)
+    return run_code_check("ch13.convert_state_dict", "只有 LayerNorm（gamma/beta）和 Embedding（embedding_table）"
+                          "改名；Linear 的名字和布局都不变。", body)
+
+
+# --------------------------------------------------------------------------- numbers
+def _layernorm_ratio(variance: float = 1e-5) -> float:
+    """Output of MindSpore's nn.LayerNorm with its default epsilon divided by torch's
+    nn.LayerNorm with its default eps, for a zero-mean row of the given variance."""
     import inspect
     from mindspore import nn
-    expected = inspect.signature(nn.LayerNorm.__init__).parameters["epsilon"].default
-    return verdict(close(answer, expected, rel=1e-9), "看 nn.LayerNorm 的函数签名："
-                   "inspect.signature(nn.LayerNorm.__init__)，或本章的对照表。", "ch13.ex1")
+    ms_eps = inspect.signature(nn.LayerNorm.__init__).parameters["epsilon"].default
+    torch_eps = 1e-5             # torch.nn.LayerNorm(eps=1e-05); tests read it from torch itself
+    return math.sqrt((variance + torch_eps) / (variance + ms_eps))
 
 
+@exercise("number", "方差 1e-5 的一行：默认 epsilon 的 MindSpore LayerNorm / PyTorch LayerNorm 的输出之比",
+          solution=_layernorm_ratio)
+def ex1(answer) -> bool:
+    """A zero-mean row with variance 1e-5 goes through torch.nn.LayerNorm(h) (default eps) and
+    through a translation that copied the call, nn.LayerNorm((h,)) (MindSpore's default
+    epsilon). By what factor is the MindSpore output larger?"""
+    return check_number(answer, _layernorm_ratio(), name="ch13.ex1", rel=1e-3,
+                        hint="LayerNorm 输出 = (x - 均值) / √(方差 + eps)；两个框架的默认 eps 不同，"
+                             "比值是 √((方差 + eps_torch) / (方差 + eps_ms))。")
+
+
+def _ex2_answer() -> str:
+    from ..migration.mapping import builtin_param_name
+    return "encoder.norm." + builtin_param_name("LayerNorm", "weight")
+
+
+@exercise("number", "torch LayerNorm 参数 encoder.norm.weight 在 MindSpore 里的名字", solution=_ex2_answer)
 def ex2(answer) -> bool:
     """MindSpore name of the PyTorch parameter ``encoder.norm.weight`` of an ``nn.LayerNorm``."""
-    from ..migration.mapping import builtin_param_name
-    expected = "encoder.norm." + builtin_param_name("LayerNorm", "weight")
-    ok = isinstance(answer, str) and answer.strip() == expected
+    ok = isinstance(answer, str) and answer.strip() == _ex2_answer()
     return verdict(ok, "LayerNorm 的 weight/bias 在 MindSpore 里叫什么？前缀保持不变。", "ch13.ex2")
 
 
@@ -25,7 +207,6 @@ def adamw_first_step(p0: float = 1.0, grad: float = 0.5, lr: float = 1e-3,
                      betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01) -> float:
     """The parameter after one step of MindSpore's torch-equivalent AdamW (the row of the
     mapping table verified against torch.optim.AdamW)."""
-    import numpy as np
     from mindspore import Parameter, Tensor
     from mindspore.experimental.optim import AdamW
     p = Parameter(Tensor(np.array([p0], np.float32)), name="p")
@@ -33,9 +214,10 @@ def adamw_first_step(p0: float = 1.0, grad: float = 0.5, lr: float = 1e-3,
     return float(p.asnumpy()[0])
 
 
+@exercise("number", "p0=1、g=0.5 时 torch AdamW 一步之后的 p", solution=adamw_first_step)
 def ex3(answer) -> bool:
     """Value of p after ONE torch.optim.AdamW step: p0=1.0, grad=0.5, lr=1e-3,
     betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01."""
-    ok = close(answer, adamw_first_step(), rel=0, abs_=1e-6)
-    return verdict(ok, "第一步的偏差修正让 m̂ = g、v̂ = g²；先做解耦衰减 p·(1 - lr·wd)，"
-                   "再减去 lr·m̂/(√v̂ + eps)。", "ch13.ex3")
+    return check_number(answer, adamw_first_step(), name="ch13.ex3", rel=0, abs_=1e-6,
+                        hint="第一步的偏差修正让 m̂ = g、v̂ = g²；先做解耦衰减 p·(1 - lr·wd)，"
+                             "再减去 lr·m̂/(√v̂ + eps)。")

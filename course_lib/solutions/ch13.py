@@ -1,0 +1,90 @@
+"""Reference solutions for chapter 13 (PyTorch -> MindSpore migration)."""
+from __future__ import annotations
+
+import numpy as np
+from mindspore import nn, ops
+
+
+class FeedForwardBlock(nn.Cell):
+    """MindSpore translation of ``check.ch13.torch_block()``: x + fc2(gelu(fc1(norm(x)))).
+    Same attribute names as the torch module, so checkpoint keys map one to one; PyTorch's
+    defaults spelled out (LayerNorm eps 1e-5, exact erf GELU)."""
+
+    def __init__(self, hidden: int, inner: int):
+        super().__init__()
+        self.norm = nn.LayerNorm((hidden,), epsilon=1e-5)      # torch default; MindSpore's is 1e-7
+        self.fc1 = nn.Dense(hidden, inner)                    # weight (out, in) as in torch
+        self.fc2 = nn.Dense(inner, hidden)
+
+    def construct(self, x):
+        return x + self.fc2(ops.gelu(self.fc1(self.norm(x)), approximate="none"))
+
+
+RENAMES = {"LayerNorm": {"weight": "gamma", "bias": "beta"},
+           "Embedding": {"weight": "embedding_table"}}
+
+
+def convert_state_dict(state: dict, module_types: dict) -> dict:
+    """A torch ``state_dict`` ({name: array}) -> {MindSpore parameter name: float32 array}.
+    ``module_types`` maps a module path ("blocks.0.ln1") to its torch class name. Only
+    LayerNorm and Embedding rename their parameters; Linear -> Dense keeps name AND layout."""
+    out = {}
+    for name, value in state.items():
+        owner, _, suffix = name.rpartition(".")
+        suffix = RENAMES.get(module_types.get(owner, ""), {}).get(suffix, suffix)
+        out[f"{owner}.{suffix}" if owner else suffix] = np.asarray(value, np.float32)
+    return out
+
+
+# ---- realistic wrong solutions ----------------------------------------------------------
+class wrong_default_eps(FeedForwardBlock):  # noqa: N801
+    """Copies the constructor call: nn.LayerNorm((hidden,)) with MindSpore's epsilon 1e-7."""
+
+    def __init__(self, hidden, inner):
+        super().__init__(hidden, inner)
+        self.norm = nn.LayerNorm((hidden,))
+
+
+class wrong_tanh_gelu(FeedForwardBlock):  # noqa: N801
+    """nn.GELU() — MindSpore's default is the tanh approximation; torch's F.gelu is exact."""
+
+    def __init__(self, hidden, inner):
+        super().__init__(hidden, inner)
+        self.act = nn.GELU()
+
+    def construct(self, x):
+        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+
+class wrong_no_residual(FeedForwardBlock):  # noqa: N801
+    """Forgets the ``x +``."""
+
+    def construct(self, x):
+        return self.fc2(ops.gelu(self.fc1(self.norm(x)), approximate="none"))
+
+
+def wrong_rename_all(state, module_types):
+    """Renames every weight/bias to gamma/beta, Linear layers included."""
+    names = {"weight": "gamma", "bias": "beta"}
+    out = {}
+    for name, value in state.items():
+        owner, _, suffix = name.rpartition(".")
+        if module_types.get(owner) == "Embedding":
+            suffix = "embedding_table"
+        out[f"{owner}.{names.get(suffix, suffix)}"] = np.asarray(value, np.float32)
+    return out
+
+
+def wrong_transpose_linear(state, module_types):
+    """Transposes Linear weights ("Dense stores (in, out)" — it does not)."""
+    out = convert_state_dict(state, module_types)
+    for name in out:
+        owner = name.rpartition(".")[0]
+        if module_types.get(owner) == "Linear" and name.endswith(".weight"):
+            out[name] = out[name].T.copy()
+    return out
+
+
+def wrong_forgets_embedding(state, module_types):
+    """Handles LayerNorm but keeps Embedding's ``weight``."""
+    return convert_state_dict(state, {k: v for k, v in module_types.items() if v != "Embedding"})
