@@ -1,17 +1,46 @@
+import numpy as np
+from mindspore import nn, ops
+
 from course_lib.check import ch01
 
 
-def test_ch01_checkers_accept_reference_and_reject_wrong(capsys):
+def test_ch01_number_checkers(capsys):
     E, F = 32, 128
     attention = 4 * E * E + 4 * E
     total = attention + (2 * E * F + F + E) + 2 * 2 * E           # closed form, by hand
-    assert ch01.ex1(total)
+    assert ch01.ex1(total) and ch01.ex1(np.int64(total)) and ch01.ex1(float(total))
     assert not ch01.ex1(total - 4 * E)                           # forgot the LayerNorms
-    assert not ch01.ex1(float(total))
-    assert ch01.ex2((10, 4, 4)) and ch01.ex2([10, 4, 4])         # (N, L, S) with L=4, N=10
+    assert not ch01.ex1(total + 0.5) and not ch01.ex1(None)
+    assert ch01.ex2((10, 4, 4)) and ch01.ex2(np.array([10, 4, 4]))  # (N, L, S) with L=4, N=10
     assert not ch01.ex2((4, 10, 10))                             # the batch-first reading
     assert not ch01.ex2("(10, 4, 4)")
     assert ch01.ex3(total - attention)
     assert not ch01.ex3(total)
     out = capsys.readouterr().out
     assert "✅" in out and "❌" in out and "提示" in out
+
+
+class _Scaffold(nn.Cell):
+    def __init__(self, *args):
+        super().__init__()
+        raise NotImplementedError
+
+
+class _MyFFN(nn.Cell):
+    """A learner's version written independently of course_lib.solutions."""
+
+    def __init__(self, embed_dim, ffn_dim):
+        super().__init__()
+        self.norm = nn.LayerNorm((embed_dim,), epsilon=1e-5)
+        self.fc1, self.fc2 = nn.Dense(embed_dim, ffn_dim), nn.Dense(ffn_dim, embed_dim)
+
+    def construct(self, x):
+        h = self.fc1(self.norm(x))
+        return self.fc2(0.5 * h * (1 + ops.erf(h / 2 ** 0.5))) + x      # exact GELU by its formula
+
+
+def test_code_checkers_accept_independent_code_and_report_scaffolds(capsys):
+    assert ch01.residual_ffn(_MyFFN)
+    assert not ch01.residual_ffn(_Scaffold) and not ch01.prenorm_block(_Scaffold)
+    out = capsys.readouterr().out
+    assert out.count("还没有实现") == 2

@@ -4,8 +4,8 @@ from course_lib.check import ch03
 from course_lib.data import news_documents, review_splits
 
 
-def test_ch03_checkers_accept_reference_and_reject_wrong(tokenizer, capsys):
-    assert ch03.ex1(2 * (103 // 8))
+def test_ch03_number_checkers(tokenizer, capsys):
+    assert ch03.ex1(2 * (103 // 8)) and ch03.ex1(np.int32(24))
     assert not ch03.ex1(2 * -(-103 // 8))                        # kept the last partial batch
     tokens = sum(len(tokenizer.encode(d)) + 1 for d in news_documents()[:100])
     assert ch03.ex2(tokens // 65)
@@ -16,3 +16,24 @@ def test_ch03_checkers_accept_reference_and_reject_wrong(tokenizer, capsys):
     assert not ch03.ex3(int(lengths[-1]))
     out = capsys.readouterr().out
     assert "✅" in out and "❌" in out and "提示" in out
+
+
+def _my_shift(row):                       # a learner's version, not from course_lib.solutions
+    return np.array(row[:len(row) - 1], np.int32), np.array(row[1:], np.int32)
+
+
+def _my_pad(ids, max_len=16, pad_id=0):
+    ids = list(ids)[:max_len]
+    mask = [False] * len(ids) + [True] * (max_len - len(ids))
+    return np.array(ids + [pad_id] * (max_len - len(ids)), np.int32), np.array(mask)
+
+
+def _scaffold(*args, **kwargs):
+    raise NotImplementedError
+
+
+def test_code_checkers_run_the_transform_through_dataset_map(capsys):
+    assert ch03.shift_for_lm(_my_shift) and ch03.truncate_pad(_my_pad)
+    assert not ch03.truncate_pad(lambda ids, max_len=16, pad_id=0: _my_pad(ids, max_len, pad_id)[::-1])
+    assert not ch03.shift_for_lm(_scaffold) and not ch03.truncate_pad(_scaffold)
+    assert capsys.readouterr().out.count("还没有实现") == 2

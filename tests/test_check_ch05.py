@@ -2,6 +2,7 @@
 rejects a wrong one."""
 import math
 
+import mindspore as ms
 import numpy as np
 from mindspore import Tensor, ops
 
@@ -24,6 +25,7 @@ def test_ex2():
 
 def test_ex3():
     assert ch05.ex3(warmup_cosine_lr(1e-3, 100, 10)[55])
+    assert not ch05.ex3(warmup_cosine_lr(1e-3, 100, 10, min_lr=1e-4)[55])   # min_lr is 0 by default
     assert not ch05.ex3(1e-3)
 
 
@@ -32,3 +34,26 @@ def test_ex4():
     clipped = ops.clip_by_global_norm(grads, 1.0)[0].asnumpy()
     assert ch05.ex4(float(clipped[0] / 3.0))
     assert not ch05.ex4(5.0)
+
+
+def _my_schedule(base_lr, total_steps, warmup_steps, min_lr=0.0):
+    steps = np.arange(total_steps)
+    warm = base_lr * (steps + 1) / max(warmup_steps, 1)
+    t = np.clip((steps - warmup_steps) / max(1, total_steps - warmup_steps), 0, 1)
+    cos = min_lr + (base_lr - min_lr) * (1 + np.cos(np.pi * t)) / 2
+    return list(np.where(steps < warmup_steps, warm, cos))
+
+
+def _my_step(net, loss_fn, optimizer, inputs, labels, clip):
+    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(net(x), y), None, optimizer.parameters)
+    loss, grads = grad_fn(inputs, labels)
+    norm = float(np.sqrt(sum(float((g.asnumpy() ** 2).sum()) for g in grads)))
+    optimizer(tuple(g * (clip / max(norm, clip)) for g in grads))
+    return loss, norm
+
+
+def test_code_checkers_accept_independent_code(capsys):
+    assert ch05.warmup_cosine(_my_schedule)
+    assert ch05.clipped_train_step(_my_step)
+    assert not ch05.warmup_cosine(lambda b, t, w, m=0.0: [b] * t)
+    assert "❌" in capsys.readouterr().out

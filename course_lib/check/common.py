@@ -179,3 +179,78 @@ def show_solution(name: str) -> None:
     obj = ex.solution()
     target = obj if (inspect.isclass(obj) or inspect.isfunction(obj)) else ex.solution
     print(inspect.getsource(target))
+
+
+# --------------------------------------------------------------------------- Cell helpers
+# Shared by the code checkers that take an nn.Cell class (imports are lazy: listing the
+# exercises must not need MindSpore).
+def parameter_shapes(cell) -> dict:
+    """{parameter name: shape} of a Cell, in registration order."""
+    return {name: tuple(p.shape) for name, p in cell.parameters_and_names()}
+
+
+def expect_parameters(cell, expected: dict, bug: str = "") -> None:
+    """Raise :class:`Mismatch` unless ``cell`` has exactly the parameters ``expected``
+    ({name: shape}); the message names the first missing, unexpected or misshaped one."""
+    got = parameter_shapes(cell)
+    for name, shape in expected.items():
+        if name not in got:
+            raise Mismatch(f"缺少参数 {name}（形状 {shape}）；你的参数是 {sorted(got)}。"
+                           f"子模块的属性名要和题目一致。{bug}")
+        if tuple(got[name]) != tuple(shape):
+            raise Mismatch(f"参数 {name} 的形状是 {got[name]}，应为 {tuple(shape)}。{bug}")
+    extra = [n for n in got if n not in expected]
+    if extra:
+        raise Mismatch(f"多出了参数 {extra}：题目要求的参数只有 {sorted(expected)}。{bug}")
+
+
+def randomize_parameters(cell, seed: int = 0, scale: float = 0.5) -> None:
+    """Give every parameter of ``cell`` hidden random values (so LayerNorm gains are not 1,
+    biases not 0, and a bug cannot hide behind an initial value)."""
+    import mindspore as ms
+    rng = np.random.default_rng(seed)
+    for _, p in cell.parameters_and_names():
+        value = rng.normal(0.0, scale, p.shape) + (1.0 if p.name.endswith(("gamma", "weight")) and
+                                                   len(p.shape) == 1 else 0.0)
+        p.set_data(ms.Tensor(value.astype(np.float32), p.dtype))
+
+
+def copy_parameters(src, dst, rename: Callable[[str], str] = lambda n: n) -> None:
+    """Copy every parameter of ``src`` into the parameter ``rename(name)`` of ``dst``."""
+    import mindspore as ms
+    target = dict(dst.parameters_and_names())
+    for name, p in src.parameters_and_names():
+        if rename(name) not in target:
+            raise Mismatch(f"参数 {name} 在参考实现里没有对应的 {rename(name)}。")
+        target[rename(name)].set_data(ms.Tensor(p.asnumpy(), target[rename(name)].dtype))
+
+
+def grads_by_name(cell, inputs: tuple, weight) -> dict:
+    """Gradients of ``sum(cell(*inputs) * weight)`` w.r.t. every trainable parameter, by name."""
+    import mindspore as ms
+    params = cell.trainable_params()
+    w = ms.Tensor(np.asarray(weight, np.float32))
+
+    def forward(*args):
+        return (cell(*args) * w).sum()
+    _, grads = ms.value_and_grad(forward, None, params)(*inputs)
+    return {p.name: g.asnumpy() for p, g in zip(params, grads)}
+
+
+def matches(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+    """True if arrays/Tensors ``got`` and ``want`` have the same shape and values."""
+    g, w = _to_numpy(got), _to_numpy(want)
+    return g.shape == w.shape and bool(np.allclose(g.astype(np.float64), w.astype(np.float64),
+                                                   atol=atol, rtol=rtol))
+
+
+def diagnose(got, suspects: dict, atol: float = 1e-5, rtol: float = 1e-4) -> str:
+    """The likely bug: the key of the first ``suspects`` entry ({bug text: what that bug
+    would output}) that ``got`` matches, or "" if none does. Values may be callables."""
+    for bug, value in suspects.items():
+        try:
+            if matches(got, value() if callable(value) else value, atol, rtol):
+                return bug
+        except Exception:                                # noqa: BLE001 - a suspect that cannot run
+            continue
+    return ""

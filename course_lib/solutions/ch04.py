@@ -1,0 +1,81 @@
+"""Chapter 04 reference solutions: an lr-halving callback and an early-stopping callback."""
+import mindspore as ms
+from mindspore import Tensor, ops
+from mindspore.train import Callback
+
+
+class HalveLR(Callback):
+    """After every step, write lr / 2 into the optimizer's learning-rate Parameter."""
+
+    def on_train_step_end(self, run_context):
+        lr = run_context.original_args().optimizer.learning_rate
+        ops.assign(lr, Tensor(float(lr.asnumpy()) * 0.5, ms.float32))
+
+
+class EarlyStop(Callback):
+    """Call evaluate() at every epoch end (higher is better); request a stop once the score
+    has not beaten the best so far for ``patience`` evaluations in a row."""
+
+    def __init__(self, evaluate, patience=2):
+        super().__init__()
+        self.evaluate, self.patience = evaluate, patience
+        self.best, self.waited = None, 0
+
+    def on_train_epoch_end(self, run_context):
+        score = float(self.evaluate())
+        if self.best is None or score > self.best:
+            self.best, self.waited = score, 0
+        else:
+            self.waited += 1
+            if self.waited >= self.patience:
+                run_context.request_stop()
+
+
+# ---------------------------------------------------------------- realistic wrong solutions
+class wrong_halve_attribute(Callback):
+    def on_train_step_end(self, run_context):
+        opt = run_context.original_args().optimizer
+        opt.learning_rate = float(opt.learning_rate.asnumpy()) * 0.5
+
+
+class wrong_halve_at_begin(Callback):
+    def on_train_step_begin(self, run_context):
+        HalveLR().on_train_step_end(run_context)
+
+
+class wrong_halve_from_initial(Callback):
+    def on_train_step_end(self, run_context):
+        ops.assign(run_context.original_args().optimizer.learning_rate, Tensor(0.1 * 0.5, ms.float32))
+
+
+class wrong_stop_no_reset(EarlyStop):
+    def on_train_epoch_end(self, run_context):
+        score = float(self.evaluate())
+        if self.best is None or score > self.best:
+            self.best = score
+        else:
+            self.waited += 1
+            if self.waited >= self.patience:
+                run_context.request_stop()
+
+
+class wrong_stop_ties_improve(EarlyStop):
+    def on_train_epoch_end(self, run_context):
+        score = float(self.evaluate())
+        if self.best is None or score >= self.best:
+            self.best, self.waited = score, 0
+        else:
+            self.waited += 1
+            if self.waited >= self.patience:
+                run_context.request_stop()
+
+
+class wrong_stop_one_late(EarlyStop):
+    def on_train_epoch_end(self, run_context):
+        score = float(self.evaluate())
+        if self.best is None or score > self.best:
+            self.best, self.waited = score, 0
+        else:
+            self.waited += 1
+            if self.waited > self.patience:
+                run_context.request_stop()
