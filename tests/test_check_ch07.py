@@ -1,19 +1,24 @@
 """Notebook 07 checkers accept the reference answers and reject wrong ones."""
 import math
 
-from course_lib.check import ch07
+import numpy as np
+
+from course_lib.check import all_exercises, ch07
+from course_lib.check.__main__ import self_test_one
 
 
 def test_ex1_perplexity():
-    assert ch07.ex1(math.exp(3.2))
+    assert ch07.ex1(math.exp(3.2)) and ch07.ex1(np.float32(math.exp(3.2)))
     assert not ch07.ex1(2 ** 3.2)              # bits instead of nats
 
 
-def test_ex2_top_p_by_hand():
+def test_ex2_top_p_by_hand(capsys):
     # cumulative 0.42, 0.67, 0.82 >= 0.8 -> the first three are kept
-    assert ch07.ex2([0, 1, 2])
+    assert ch07.ex2([0, 1, 2]) and ch07.ex2(np.array([0, 1, 2])) and ch07.ex2({0, 1, 2})
     assert not ch07.ex2([0, 1])                # stopped before reaching p
     assert not ch07.ex2([0, 1, 2, 3])
+    assert not ch07.ex2(["a"])                 # never raises
+    assert not ch07.ex2([0.9, 1.5, 2.7])       # not indices
 
 
 def test_ex3_repetition_penalty():
@@ -25,3 +30,10 @@ def test_ex4_kv_cache_bytes():
     layers, hidden = 2, 128                     # baichuan.tiny()
     assert ch07.ex4(2 * layers * 256 * hidden * 4)
     assert not ch07.ex4(layers * 256 * hidden * 4)    # forgot V
+
+
+def test_code_checkers_accept_reference_and_reject_wrong_with_hint():
+    exercises = all_exercises()
+    for name in ("ch07.top_p", "ch07.repetition_penalty", "ch07.append_kv"):
+        assert exercises[name].kind == "code" and len(exercises[name].wrong) >= 2
+        assert self_test_one(exercises[name]) == []

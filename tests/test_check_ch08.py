@@ -1,11 +1,14 @@
 """ch08 checkers accept the reference answer (computed here independently) and reject
-a wrong one."""
-from course_lib.check import ch08
+a wrong one; the code checkers accept the reference and reject wrong code with its hint."""
+import numpy as np
+
+from course_lib.check import all_exercises, ch08
+from course_lib.check.__main__ import self_test_one
 
 
 def test_ch08(capsys, tokenizer):
     # ex1: InternLM-tiny = 2 layers, hidden 128; 4 projections x r=4 x (128 + 128)
-    assert ch08.ex1(2 * 4 * 4 * 256)
+    assert ch08.ex1(2 * 4 * 4 * 256) and ch08.ex1(np.int64(2 * 4 * 4 * 256))
     assert not ch08.ex1(2 * 4 * 4 * 128)
     # ex2: 32 layers x 2 x 8 x 8192 over 7,321,948,160 (the model-facts number)
     ref = 100 * 32 * 2 * 8 * 8192 / 7_321_948_160
@@ -21,3 +24,15 @@ def test_ch08(capsys, tokenizer):
     assert not ch08.ex4(16 * lora / 2**30)                  # forgot the frozen weights
     out = capsys.readouterr().out
     assert "✅" in out and "❌" in out
+
+
+def test_code_checkers_accept_reference_and_reject_wrong_with_hint():
+    exercises = all_exercises()
+    for name in ("ch08.lora_forward", "ch08.replace_layer"):
+        assert exercises[name].kind == "code" and len(exercises[name].wrong) >= 2
+        assert self_test_one(exercises[name]) == []
+
+
+def test_the_seeds_setattr_is_diagnosed(capsys):
+    assert not ch08.replace_layer(lambda model, name, new: setattr(model, name, new))
+    assert "带点的名字" in capsys.readouterr().out

@@ -1,13 +1,26 @@
 """ch09 checkers accept the reference answer and reject wrong ones."""
-from course_lib.check import ch09
+import numpy as np
+
+from course_lib.check import all_exercises, ch09
+from course_lib.check.__main__ import self_test_one
 
 
-def test_ch09(capsys):
-    assert ch09.ex1(lambda W, A, B, alpha, r: W + B @ A * alpha / r)
-    assert not ch09.ex1(lambda W, A, B, alpha, r: W + A.T @ B.T * alpha / r)   # wrong shape
-    assert not ch09.ex1(lambda W, A, B, alpha, r: W + B @ A)                   # no scaling
-    assert not ch09.ex1(lambda W, A, B, alpha, r: 1 / 0)
-    assert ch09.ex2(2) and not ch09.ex2(0)
-    assert ch09.ex3(2 * 2 * 2 * 8 * 128 * 4) and not ch09.ex3(2 * 2 * 8 * 128 * 4)
+def test_fold_lora(capsys):
+    assert ch09.fold_lora(lambda W, A, B, alpha, r: W + B @ A * alpha / r)
+    assert not ch09.fold_lora(lambda W, A, B, alpha, r: W + B @ A)                 # no scaling
+    assert not ch09.fold_lora(lambda W, A, B, alpha, r: 1 / 0)
     out = capsys.readouterr().out
-    assert "调用出错" in out and "✅" in out and "❌" in out
+    assert "ZeroDivisionError" in out and "✅" in out and "alpha / r" in out
+
+
+def test_numbers(capsys):
+    assert ch09.ex2(2) and ch09.ex2(np.int64(2)) and not ch09.ex2(0)
+    # r=16 on q, k, v, o: 2 layers x 4 x 16 x (128 + 128) float32
+    assert ch09.ex3(2 * 4 * 16 * 256 * 4) and not ch09.ex3(2 * 2 * 8 * 256 * 4)
+
+
+def test_code_checkers_accept_reference_and_reject_wrong_with_hint():
+    exercises = all_exercises()
+    for name in ("ch09.fold_lora", "ch09.export_for_serving"):
+        assert exercises[name].kind == "code" and len(exercises[name].wrong) >= 2
+        assert self_test_one(exercises[name]) == []

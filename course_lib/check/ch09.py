@@ -1,44 +1,158 @@
-"""Checkers for notebook 09 (merge, MINDIR export, deployment)."""
+"""Checkers for notebook 09 (merge, MINDIR export, deployment).
+
+``fold_lora`` is compared with the library's ``LoRADense`` (its ``delta_weight`` and its
+output); ``export_for_serving`` is run, its MINDIR loaded with ``nn.GraphCell`` and compared
+with the live network."""
+from __future__ import annotations
+
 import numpy as np
 
-from .common import close, verdict
+from .common import Mismatch, check_number, compare, exercise, run_code_check
 
 
-def ex1(merge_fn) -> bool:
-    """Write ``merge(W, A, B, alpha, r) -> W'``: the weight of the plain Dense that computes
-    exactly what LoRADense computes (W: (out, in), A: (r, in), B: (out, r))."""
-    rng = np.random.default_rng(7)
-    W = rng.standard_normal((6, 5))
-    A = rng.standard_normal((2, 5))
-    B = rng.standard_normal((6, 2))
-    x = rng.standard_normal((3, 5))
-    expected = x @ W.T + (x @ A.T @ B.T) * (4 / 2)       # what the LoRA layer computes
+def _solutions():
+    from ..solutions import ch09
+    return ch09
+
+
+# ====================================================================== code exercises
+@exercise("code", "写 fold_lora(W, A, B, alpha, r)：把 B·A·alpha/r 折叠进 W，返回合并后的权重",
+          solution=lambda: _solutions().fold_lora,
+          wrong=((lambda: _solutions().wrong_fold_no_scaling, "alpha / r"),
+                 (lambda: _solutions().wrong_fold_transposed, "(out, in)"),
+                 (lambda: _solutions().wrong_fold_delta_only, "忘了加上原来的 W")))
+def fold_lora(func) -> bool:
+    """A plain Dense with weight ``func(W, A, B, alpha, r)`` must compute what
+    ``lora.LoRADense`` computes (non-square layers, several ranks, random A and B)."""
+    def body():
+        from mindspore import Tensor, nn
+        from ..lora import LoRADense
+        rng = np.random.default_rng(41)
+        for n_in, n_out, r, alpha in ((5, 6, 2, 4.0), (12, 7, 3, 16.0), (8, 8, 8, 8.0)):
+            layer = LoRADense(nn.Dense(n_in, n_out), r, alpha)
+            for p in (layer.weight, layer.bias, layer.lora_A, layer.lora_B):
+                p.set_data(Tensor(rng.standard_normal(p.shape).astype(np.float32)))
+            W, A, B = (p.asnumpy().astype(np.float64) for p in (layer.weight, layer.lora_A, layer.lora_B))
+            got = np.asarray(func(W.copy(), A.copy(), B.copy(), alpha, r), np.float64)
+            want = W + layer.delta_weight()
+            what = f"Dense({n_in} -> {n_out})、r={r}、alpha={alpha:g}"
+            _diagnose_fold(got, want, W, A, B, alpha, r, what)
+            x = rng.standard_normal((3, n_in)).astype(np.float32)
+            merged = x @ got.T + layer.bias.asnumpy()
+            compare(merged, layer(Tensor(x)), f"{what}：合并后的 Dense 与 LoRA 层的输出", atol=1e-4)
+    return run_code_check("ch09.fold_lora", "W' = W + (B @ A) * alpha / r；W 是 (out, in)，B @ A 也是 (out, in)。",
+                          body)
+
+
+def _diagnose_fold(got, want, W, A, B, alpha, r, what) -> None:
+    if got.shape != want.shape:
+        raise Mismatch(f"{what}：返回的形状是 {got.shape}，应为 {want.shape}：权重的形状是 (out, in)"
+                       "（nn.Dense 计算 x @ W.T），更新是 B @ A，不是 A.T @ B.T。")
+    if np.allclose(got, want, atol=1e-6):
+        return
+    probes = {
+        "缺了缩放 alpha / r。": W + B @ A,
+        "缩放倒过来了：是 alpha / r。": W + B @ A * (r / alpha),
+        "忘了加上原来的 W：返回的只是更新量。": B @ A * (alpha / r),
+        "这是 (in, out) 布局下的结果的转置：nn.Dense 的权重是 (out, in)，更新是 B @ A。": (W.T + A.T @ B.T * (alpha / r)).T,
+    }
+    for bug, value in probes.items():
+        if value.shape == got.shape and np.allclose(got, value, atol=1e-6):
+            compare(got, want, f"{what}：合并后的权重", atol=1e-6, bug=bug)
+    compare(got, want, f"{what}：合并后的权重", atol=1e-6, bug="W' = W + (B @ A) * alpha / r。")
+
+
+class _TinyTagger:
+    """A small int32 ids -> logits network with dropout (so a training-mode export shows)."""
+
+    @staticmethod
+    def build():
+        import mindspore as ms
+        from mindspore import nn
+
+        class Net(nn.Cell):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(50, 16)
+                self.drop = nn.Dropout(p=0.5)
+                self.head = nn.Dense(16, 50)
+
+            def construct(self, ids):
+                return self.head(self.drop(self.embed(ids)))
+
+        ms.set_seed(3)
+        return Net()
+
+
+@exercise("code", "写 export_for_serving(net, path, batch_size, seq_len)：用 ms.export 导出 MINDIR",
+          solution=lambda: _solutions().export_for_serving,
+          wrong=((lambda: _solutions().wrong_export_training_mode, "set_train(False)"),
+                 (lambda: _solutions().wrong_export_swapped_shape, "形状")))
+def export_for_serving(func) -> bool:
+    """The learner's export, loaded back with ``nn.GraphCell(ms.load(...))``, must give the
+    live network's (inference-mode) logits for int32 ids of the requested shape."""
+    def body():
+        import tempfile
+        from pathlib import Path
+        for batch, seq in ((2, 5), (3, 4)):
+            with tempfile.TemporaryDirectory() as tmp:
+                _check_export(func, Path(tmp) / "tagger", batch, seq)
+    return run_code_check("ch09.export_for_serving", "先 net.set_train(False)，再 ms.export(net, Tensor(np.zeros(("
+                          "batch_size, seq_len), np.int32)), file_name=str(path), file_format='MINDIR')。",
+                          body)
+
+
+def _check_export(func, path, batch, seq) -> None:
+    import mindspore as ms
+    from mindspore import Tensor, nn
+    net = _TinyTagger.build()
+    net.set_train(True)                               # as it would be right after training
     try:
-        merged = np.asarray(merge_fn(W, A, B, 4, 2), dtype=np.float64)
-        ok = merged.shape == W.shape and np.allclose(x @ merged.T, expected, atol=1e-9)
-    except Exception as err:  # a learner's function may fail in any way: say so
-        print(f"调用出错：{type(err).__name__}: {err}")
-        ok = False
-    return verdict(ok, "W' = W + (B @ A) * alpha / r；注意矩阵乘法的顺序和形状 (out, in)。",
-                   "ch09.ex1")
+        func(net, path, batch, seq)
+    except Exception as err:                          # noqa: BLE001 - report with the likely cause
+        raise Mismatch(f"导出时出错：{type(err).__name__}: {str(err)[:200]}。dummy 输入要是 "
+                       f"Tensor(np.zeros(({batch}, {seq}), np.int32))，file_format='MINDIR'。") from None
+    files = sorted(p.name for p in path.parent.glob("*.mindir"))
+    file = path.with_name(path.name + ".mindir")
+    if not file.is_file():
+        raise Mismatch(f"没有找到 {file.name}（目录里有 {files}）：file_name 传 str(path)，"
+                       "ms.export 会自己加上 .mindir。")
+    graph = nn.GraphCell(ms.load(str(file)))
+    ids = Tensor(np.random.default_rng(batch).integers(0, 50, (batch, seq)).astype(np.int32))
+    net.set_train(False)
+    want = net(ids)
+    try:
+        got = graph(ids)
+    except Exception:                                 # noqa: BLE001
+        raise Mismatch(f"导出的图不接受形状 ({batch}, {seq}) 的 int32 输入：dummy 输入的形状或 dtype 不对，"
+                       "要和服务时送进来的完全一样（batch_size, seq_len），int32。") from None
+    if tuple(got.shape) != tuple(want.shape):
+        raise Mismatch(f"导出的图输出形状 {tuple(got.shape)}，应为 {tuple(want.shape)}：dummy 输入的形状不对。")
+    if not np.allclose(got.asnumpy(), want.asnumpy(), atol=1e-5):
+        raise Mismatch("导出的图与推理模式下的网络输出不同：导出前没有 net.set_train(False)，"
+                       "dropout 被固化进了图里。")
 
 
+# ====================================================================== number exercises
+@exercise("number", "按 (4, 48) 导出的 MINDIR 给 5 条评论打分时要补几行假数据", solution=lambda: (-(5 * 2)) % 4)
 def ex2(answer) -> bool:
     """A MINDIR graph was exported for input shape (4, 48). How many dummy rows does the
     pipeline add when it scores 5 reviews (each review = 2 candidate rows)?"""
-    rows = 5 * 2
-    expected = (-rows) % 4
-    return verdict(answer == expected,
-                   "5 条评论 × 2 个候选答案 = 10 行，按 4 行一批切分，最后一批要补齐到 4 行。",
-                   "ch09.ex2")
+    return check_number(answer, (-(5 * 2)) % 4, name="ch09.ex2", integer=True, rel=0,
+                        hint="每条评论拼成 2 个候选回答，各占一行；按 4 行一批切分，最后一批要补齐到 4 行。")
 
 
-def ex3(answer) -> bool:
-    """How many bytes do the adapter tensors (float32) of the zoo's sentiment LoRA take
-    (r=8 on q_proj and v_proj of InternLM-tiny), without the file header?"""
+def _adapter_bytes_r16_all_attention() -> int:
     from ..internlm import tiny
     cfg = tiny()
-    expected = 4 * cfg.num_layers * 2 * 8 * (cfg.hidden_size + cfg.hidden_size)
-    return verdict(close(answer, expected, rel=0, abs_=0.5),
-                   "每层 q_proj、v_proj 各有 A (8, 128) 和 B (128, 8)，每个 float32 占 4 字节。",
-                   "ch09.ex3")
+    return 4 * cfg.num_layers * 4 * 16 * (cfg.hidden_size + cfg.hidden_size)
+
+
+@exercise("number", "InternLM-tiny 上 r=16、适配 q/k/v/o 四个投影的 float32 适配器张量共多少字节",
+          solution=_adapter_bytes_r16_all_attention)
+def ex3(answer) -> bool:
+    """Bytes of the float32 adapter tensors (no file header) of LoRA r=16 on q_proj, k_proj,
+    v_proj and o_proj of InternLM-tiny."""
+    return check_number(answer, _adapter_bytes_r16_all_attention(), name="ch09.ex3", integer=True, rel=0,
+                        hint="每个被适配的 (out, in) 层存 A (r, in) 和 B (out, r)；数一数层数 × 投影个数，"
+                             "每个 float32 占 4 字节。第 1 节打印的 r=8、q/v 适配器可以用来核对你的公式。")
