@@ -1,35 +1,182 @@
 """Checkers for notebook 11 (mindnlp / Hugging Face interop).
 
-They run inside the notebook's mindnlp kernel, so they use plain Python only: no course
-model is executed here (mindnlp's patches would break it) and mindnlp is never imported.
+Notebook 11's kernel imports mindnlp, which patches MindSpore process-wide; these checkers
+therefore never run a course model, and this module never imports mindnlp. The LoRA
+training-step checker needs mindnlp: inside notebook 11's kernel it runs in place; in any
+other process (pytest, ``--self-test``) it re-runs itself in a fresh subprocess that imports
+mindnlp, passing the learner's function by its importable name.
 """
-from .common import close, verdict
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from ..solutions import ch11 as sol
+from .common import Mismatch, check_number, close, exercise, run_code_check, verdict
+
+STEPS, LR = 3, 0.5
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+def _tiny_peft_model():
+    """A 1-layer Llama with LoRA (r=2) on q_proj/v_proj, built offline from a config."""
+    import torch
+    from mindnlp.peft import LoraConfig, get_peft_model
+    from mindnlp.transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
+                                        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                        max_position_embeddings=32, attention_bias=True))
+    model = get_peft_model(base, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"],
+                                            lora_dropout=0.0, task_type="CAUSAL_LM"))
+    params = [p for p in model.parameters() if p.requires_grad]
+    return model, params
 
 
+def _run_steps(func, batches):
+    model, params = _tiny_peft_model()
+
+    def loss_fn(batch):
+        return model(input_ids=batch, labels=batch).loss
+    losses, states = [], []
+    for batch in batches:
+        try:
+            losses.append(func(loss_fn, params, batch, LR))
+        except TypeError as err:
+            if all(p.grad is None for p in params):
+                raise Mismatch("p.grad 是 None：在 mindnlp 0.5.1 + CPU 上 loss.backward() 不产生梯度（也不报错）；"
+                               "用 mindtorch.autograd.value_and_grad(loss_fn, params) 求损失和梯度。") from err
+            raise
+        states.append([p.detach().numpy().copy() for p in params])
+    return losses, states
+
+
+def _step_body(func):
+    import torch
+    rng = np.random.default_rng(11)
+    batches = [torch.tensor(rng.integers(0, 64, (2, 6)).astype(np.int64)) for _ in range(STEPS)]
+    got_losses, got_states = _run_steps(func, batches)
+    want_losses, want_states = _run_steps(sol.lora_sgd_step, batches)
+    start = [p.detach().numpy() for p in _tiny_peft_model()[1]]
+    for step, (g, w, gl, wl) in enumerate(zip(got_states, want_states, got_losses, want_losses), 1):
+        if not close(gl, wl, rel=1e-4, abs_=1e-5):
+            raise Mismatch(f"第 {step} 步返回的损失是 {gl!r}，应为 {wl:.5f}：返回这一步算出的损失（float）。")
+        if step == 1 and all(np.array_equal(a, b) for a, b in zip(g, start)):
+            raise Mismatch("一步之后 LoRA 参数完全没变：梯度没有算出来，或者更新没有写回参数（在 torch.no_grad() 里 p -= lr * p.grad）。")
+        for i, (a, b) in enumerate(zip(g, w)):
+            if not np.allclose(a, b, rtol=1e-4, atol=1e-6):
+                bug = ("第 1 步正确、之后出错：value_and_grad 把梯度累加到 .grad 上，每步开始前要把 p.grad 设为 None。"
+                       if step > 1 else "更新应为 p ← p − lr·grad。")
+                raise Mismatch(f"第 {step} 步之后第 {i} 个 LoRA 参数与参照不同（最大差 "
+                               f"{float(np.abs(a - b).max()):.3g}）：{bug}")
+
+
+def _in_fresh_process(name: str, func) -> bool:
+    """Run checker ``name`` on ``func`` in a fresh interpreter that imports mindnlp first."""
+    module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
+    if module in (None, "__main__") or "<" in qualname:
+        return verdict(False, "这个练习要在导入了 mindnlp 的内核里运行（第 11 章笔记本）。", name)
+    code = ("import os, sys, importlib; os.environ.setdefault('DIFFUSERS_VERBOSITY', 'error'); import mindnlp; "
+            f"from course_lib.check import ch11; f = getattr(importlib.import_module({module!r}), {qualname!r}); "
+            f"sys.exit(0 if ch11.{name.split('.')[1]}(f) else 1)")
+    env = dict(os.environ, GLOG_v="3", HF_HUB_OFFLINE="1", DIFFUSERS_VERBOSITY="error")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith(f"[{name}]")]
+    print("\n".join(lines) if lines else f"[{name}] ❌ 子进程出错：{proc.stderr.strip()[-800:]}")
+    return proc.returncode == 0 and bool(lines)
+
+
+@exercise("code", "写 lora_sgd_step：mindnlp 0.5.1 + CPU 上 LoRA 参数的一步训练（value_and_grad + 手写 SGD）",
+          solution=lambda: sol.lora_sgd_step,
+          wrong=((lambda: sol.wrong_backward, "loss.backward() 不产生梯度"),
+                 (lambda: sol.wrong_accumulate, "p.grad 设为 None")))
+def lora_sgd_step(func) -> bool:
+    """``func(loss_fn, params, batch, lr)`` -> loss; 3 steps on a tiny LoRA Llama vs the reference."""
+    if "mindnlp" not in sys.modules:
+        return _in_fresh_process("ch11.lora_sgd_step", func)
+    return run_code_check("ch11.lora_sgd_step", "三件事：每步先清空 .grad；用 mindtorch 的 value_and_grad 求损失和梯度；"
+                          "在 torch.no_grad() 里手写 SGD 更新。返回这一步的损失（float）。",
+                          lambda: _step_body(func))
+
+
+# --------------------------------------------------------------------------- config translation
+def _llama_defaults() -> dict:
+    import inspect
+    from transformers import LlamaConfig            # in notebook 11's kernel: mindnlp's
+    return {k: p.default for k, p in inspect.signature(LlamaConfig.__init__).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def _hidden_configs():
+    from ..internlm import tiny
+    return (tiny(), tiny(hidden_size=96, num_layers=3, num_heads=6, intermediate_size=256, vocab_size=500,
+                         max_seq_len=128, rope_base=50000.0, rms_norm_eps=1e-5))
+
+
+def _kwargs_body(func):
+    from ..hf_weights import llama_config_kwargs
+    defaults = _llama_defaults()
+    for config in _hidden_configs():
+        got = func(config)
+        if not isinstance(got, dict):
+            raise Mismatch(f"应返回 dict（LlamaConfig 的关键字参数），得到 {type(got).__name__}。")
+        unknown = sorted(set(got) - set(defaults))
+        if unknown:
+            raise Mismatch(f"LlamaConfig 没有参数 {unknown}，它会把不认识的参数默默收下、模型尺寸却用默认值："
+                           "用 Hugging Face 的名字（num_hidden_layers、num_attention_heads、max_position_embeddings…）。")
+        effective = {**defaults, **got}
+        for key, want in llama_config_kwargs(config).items():
+            if effective[key] != want:
+                why = {"attention_bias": "InternLM-1 的 q/k/v/o 投影带偏置：attention_bias=True（Llama 默认 False）。",
+                       "tie_word_embeddings": "课程模型的 lm_head 与词嵌入是两份独立的权重。"}.get(key, "")
+                raise Mismatch(f"{config.name}（hidden {config.hidden_size}）的 {key} 是 {effective[key]!r}"
+                               f"{'（LlamaConfig 的默认值）' if key not in got else ''}，应为 {want!r}。{why}")
+
+
+@exercise("code", "写 llama_kwargs：把课程 InternLM 配置翻译成 LlamaConfig 的参数",
+          solution=lambda: sol.llama_kwargs,
+          wrong=((lambda: sol.wrong_course_names, "num_hidden_layers"), (lambda: sol.wrong_no_bias, "attention_bias=True"),
+                 (lambda: sol.wrong_tied, "独立的权重")))
+def llama_kwargs(func) -> bool:
+    """``func(config)`` -> kwargs; compared (over LlamaConfig's defaults) with hf_weights.llama_config_kwargs."""
+    return run_code_check("ch11.llama_kwargs", "逐项对应：num_layers→num_hidden_layers，num_heads→num_attention_heads"
+                          "（也是 num_key_value_heads），max_seq_len→max_position_embeddings，rope_base→rope_theta；"
+                          "再想想 InternLM-1 与 Llama 的结构差别。", lambda: _kwargs_body(func))
+
+
+# --------------------------------------------------------------------------- numbers
 def lora_trainable(hidden: int, layers: int, r: int, targets: int) -> int:
     """LoRA on square h x h projections: A (r x h) + B (h x r) per target per layer."""
     return layers * targets * r * (hidden + hidden)
 
 
+@exercise("number", "小 Llama（隐藏 128、2 层）q/v 上 r=8 的 LoRA 有多少可训练参数",
+          solution=lambda: lora_trainable(128, 2, 8, 2))
 def ex1(answer) -> bool:
     """LoRA r=8 on q_proj and v_proj of the notebook's tiny Llama (hidden 128, 2 layers):
     how many trainable parameters?"""
-    expected = lora_trainable(128, 2, 8, 2)
-    return verdict(_is_int(answer) and answer == expected,
-                   "每个目标层加 A(r×h) 和 B(h×r) 两个矩阵：层数 × 目标数 × r × 2h。", "ch11.ex1")
+    return check_number(answer, lora_trainable(128, 2, 8, 2), name="ch11.ex1", integer=True,
+                        hint="每个目标层加 A(r×h) 和 B(h×r) 两个矩阵：层数 × 目标数 × r × 2h。")
 
 
+def _bias_params(hidden: int = 128, layers: int = 2) -> int:
+    """attention_bias=True adds a bias to q, k, v (each hidden wide without GQA) and o."""
+    return layers * 4 * hidden
+
+
+@exercise("number", "attention_bias=True 给本章的小 Llama 多加了多少个参数", solution=_bias_params)
 def ex2(answer) -> bool:
-    """Which ``LlamaConfig`` argument turns Llama into the InternLM-1 architecture?"""
-    ok = isinstance(answer, str) and answer.replace(" ", "") in ("attention_bias", "attention_bias=True")
-    return verdict(ok, "InternLM-1 与 Llama 唯一的结构差别：q/k/v/o 投影带偏置。", "ch11.ex2")
+    """The notebook's tiny Llama (hidden 128, 2 layers, 4 heads, 4 KV heads): how many
+    parameters does ``attention_bias=True`` add compared with ``attention_bias=False``?"""
+    return check_number(answer, _bias_params(), name="ch11.ex2", integer=True,
+                        hint="每层 q、k、v、o 四个投影各多一个偏置向量，长度等于该投影的输出维度。")
 
 
+@exercise("number", "LoraConfig(r=16, lora_alpha=8) 的缩放系数", solution=lambda: 8 / 16)
 def ex3(answer) -> bool:
-    """``LoraConfig(r=4, lora_alpha=8)``: by what factor is B·A·x scaled before it is added?"""
-    return verdict(close(answer, 8 / 4) and not isinstance(answer, bool),
-                   "LoRA 的输出乘以 lora_alpha / r。", "ch11.ex3")
+    """``LoraConfig(r=16, lora_alpha=8)``: by what factor is B·A·x scaled before it is added?"""
+    return check_number(answer, 8 / 16, name="ch11.ex3", rel=1e-9,
+                        hint="缩放系数是 lora_alpha 除以 r（不是 r 除以 lora_alpha）。")
