@@ -149,7 +149,7 @@ def _progress(total: int, desc: str):
 
     class Bar(Callback):
         def on_train_begin(self, run_context):
-            self.bar = tqdm(total=total, desc=desc, leave=False)
+            self.bar = tqdm(total=total, desc=desc, leave=True)   # stays, green when complete
 
         def on_train_step_end(self, run_context):
             self.bar.update(1)

@@ -7,18 +7,20 @@ from course_lib.check.__main__ import self_test_one
 
 
 def test_ch08(capsys, tokenizer):
-    # ex1: InternLM-tiny = 2 layers, hidden 128; 4 projections x r=4 x (128 + 128)
-    assert ch08.ex1(2 * 4 * 4 * 256) and ch08.ex1(np.int64(2 * 4 * 4 * 256))
-    assert not ch08.ex1(2 * 4 * 4 * 128)
-    # ex2: 32 layers x 2 x 8 x 8192 over 7,321,948,160 (the model-facts number)
-    ref = 100 * 32 * 2 * 8 * 8192 / 7_321_948_160
+    # ex1: InternLM-tiny = 2 layers, hidden 128, FFN 352; r=4 on q, k, v, o (128 -> 128),
+    # gate, up (128 -> 352) and down (352 -> 128)
+    per_layer = 4 * 256 + 2 * 480 + 480
+    assert ch08.ex1(2 * 4 * per_layer) and ch08.ex1(np.int64(2 * 4 * per_layer))
+    assert not ch08.ex1(2 * 4 * 4 * 256)                      # attention projections only
+    # ex2: 32 layers x 4 x 16 x 8192 over 7,321,948,160 (the model-facts number)
+    ref = 100 * 32 * 4 * 16 * 8192 / 7_321_948_160
     assert ch08.ex2(ref) and ch08.ex2(round(ref, 4))
     assert not ch08.ex2(ref / 100)
     # ex3: labels kept = tokens of 负面 + <|end|>
     assert ch08.ex3(len(tokenizer.encode("负面")) + 1)
     assert not ch08.ex3(len(tokenizer.encode("负面")))
     # ex4: fp16 weights of every parameter + 16 bytes per adapter parameter
-    lora = 32 * 2 * 8 * 8192
+    lora = 32 * 4 * 64 * 8192
     ref = (7_321_948_160 * 2 + 16 * lora) / 2**30
     assert ch08.ex4(ref)
     assert not ch08.ex4(16 * lora / 2**30)                  # forgot the frozen weights

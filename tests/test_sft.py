@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
+from mindspore.train import Callback
 
 from course_lib.data import LABELS
 from course_lib.pipelines import IGNORE_INDEX
@@ -135,6 +136,23 @@ def test_scores_of_a_real_causal_lm_do_not_depend_on_padding(tokenizer):
             assert abs(got[i, j] - want) < 1e-4
 
 
+class EventCounter(Callback):
+    def __init__(self):
+        self.counts = {}
+
+    def _count(self, name):
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+    def on_train_begin(self, run_context):
+        self._count("on_train_begin")
+
+    def on_train_step_end(self, run_context):
+        self._count("on_train_step_end")
+
+    def on_train_end(self, run_context):
+        self._count("on_train_end")
+
+
 def test_finetune_lora_vs_full_measures_what_it_trains(tokenizer):
     from course_lib.internlm import InternLMForCausalLM, tiny
     cfg = tiny(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_seq_len=64)
@@ -144,8 +162,13 @@ def test_finetune_lora_vs_full_measures_what_it_trains(tokenizer):
         ms.set_seed(0)
         model = InternLMForCausalLM(cfg)
         before = {p.name: p.asnumpy().copy() for p in model.get_parameters()}
+        events = EventCounter()
         run = sft.finetune(model, tokenizer, examples, method=method, r=2, alpha=4,
-                           steps=3, batch_size=4, max_len=48, warmup_steps=1, lr=1e-2)
+                           steps=3, batch_size=4, max_len=48, warmup_steps=1, lr=1e-2,
+                           callbacks=[events])
+        # one training run = one on_train_begin/on_train_end (one progress bar that completes)
+        assert events.counts == {"on_train_begin": 1, "on_train_step_end": 3, "on_train_end": 1}
+        assert run.compile_seconds > 0
         changed = {p.name for p in model.get_parameters()
                    if p.name in before and not np.array_equal(before[p.name], p.asnumpy())}
         runs[method] = (run, changed, before)

@@ -152,30 +152,34 @@ def _lora_params(config, r: int, projections: int) -> int:
 
 def _ex1() -> int:
     from ..internlm import tiny
-    return _lora_params(tiny(), r=4, projections=4)
+    c = tiny()
+    h, f = c.hidden_size, c.intermediate_size
+    per_layer = 4 * (h + h) + 2 * (h + f) + (f + h)       # q, k, v, o; gate, up; down
+    return c.num_layers * 4 * per_layer
 
 
-@exercise("number", "InternLM-tiny 上 r=4 的 LoRA 适配 q/k/v/o 四个投影，新增多少可训练参数", solution=_ex1)
+@exercise("number", "InternLM-tiny 上 r=4 的 LoRA 适配每层全部 7 个线性层，新增多少可训练参数", solution=_ex1)
 def ex1(answer) -> bool:
-    """How many trainable parameters does LoRA r=4 on q_proj, k_proj, v_proj and o_proj
-    add to InternLM-tiny (course_lib.internlm.tiny())?"""
+    """How many trainable parameters does LoRA r=4 on all seven linear layers of every block
+    (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj) add to InternLM-tiny?"""
     return check_number(answer, _ex1(), name="ch08.ex1", integer=True, rel=0,
-                        hint="每个被适配的 Dense(in, out) 增加 r·(in + out) 个参数；数一数层数 × 投影个数。")
+                        hint="每个被适配的 Dense(in, out) 增加 r·(in + out) 个参数；注意力的 4 个投影是 "
+                             "hidden→hidden，gate/up 是 hidden→FFN，down 是 FFN→hidden；再乘层数。")
 
 
 def _ex2() -> float:
     from ..internlm import internlm_7b
     cfg = internlm_7b()
-    return 100 * _lora_params(cfg, r=8, projections=2) / cfg.num_parameters()
+    return 100 * _lora_params(cfg, r=16, projections=4) / cfg.num_parameters()
 
 
-@exercise("number", "InternLM-7B 上 r=8 适配 q_proj、v_proj：可训练参数占基座的百分之几", solution=_ex2)
+@exercise("number", "InternLM-7B 上 r=16 适配 q/k/v/o 四个投影：可训练参数占基座的百分之几", solution=_ex2)
 def ex2(answer) -> bool:
-    """Trainable fraction, in percent, of LoRA r=8 on q_proj and v_proj at the
+    """Trainable fraction, in percent, of LoRA r=16 on q_proj, k_proj, v_proj and o_proj at the
     InternLM-7B preset's shapes (adapter parameters / base parameters × 100)."""
     return check_number(answer, _ex2(), name="ch08.ex2", rel=1e-3,
-                        hint="分子：层数 × 2 个投影 × r × (in + out)，in = out = hidden；"
-                             "分母：基座参数量（第 1 节用闭式公式算过 7B 预设）。别忘了乘 100。")
+                        hint="分子：层数 × 4 个投影 × r × (in + out)，in = out = hidden；"
+                             "分母：基座参数量（第 1 节打印过 7B 预设的参数量）。别忘了乘 100。")
 
 
 def _ex3() -> int:
@@ -196,15 +200,17 @@ def _ex4() -> float:
     from ..internlm import internlm_7b
     from ..memory import GiB, training_state_bytes
     cfg = internlm_7b()
-    lora = _lora_params(cfg, r=8, projections=2)
+    lora = _lora_params(cfg, r=64, projections=4)
     return training_state_bytes(trainable=lora, frozen=cfg.num_parameters()).total / GiB
 
 
-@exercise("number", "InternLM-7B 的 LoRA（r=8，q/v）训练状态共多少 GiB（混合精度，不含激活）",
+@exercise("number", "InternLM-7B 的 LoRA（r=64，q/k/v/o）训练状态共多少 GiB（混合精度，不含激活）",
           solution=_ex4)
 def ex4(answer) -> bool:
-    """Training state of LoRA (r=8 on q_proj, v_proj) for the InternLM-7B preset, mixed
-    precision, in GiB (weights + gradients + master weights + AdamW states; no activations)."""
+    """Training state of LoRA (r=64 on q_proj, k_proj, v_proj, o_proj) for the InternLM-7B
+    preset, mixed precision, in GiB (weights + gradients + master weights + AdamW states; no
+    activations)."""
     return check_number(answer, _ex4(), name="ch08.ex4", rel=0.01,
                         hint="冻结的基座只有 16 位权重（每参数 2 字节）；可训练的适配器参数每个 16 字节"
-                             "（16 位权重 2 + 梯度 2 + float32 主权重 4 + Adam m、v 各 4）。除以 2**30。")
+                             "（16 位权重 2 + 梯度 2 + float32 主权重 4 + Adam m、v 各 4）。除以 2**30。"
+                             "第 9 节的表（r=8、q/v）可以用来核对你的公式。")
