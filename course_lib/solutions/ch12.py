@@ -4,26 +4,24 @@ from __future__ import annotations
 import numpy as np
 
 
-def _widen(ids, mask, cache, width, pad_id):
-    """Pad one batch on the LEFT to ``width`` columns: ids with pad_id, mask with 0, and the
-    time axis (axis 2) of every layer's keys/values with zeros (masked out anyway)."""
-    extra = width - ids.shape[1]
-    ids = np.pad(ids, ((0, 0), (extra, 0)), constant_values=pad_id)
-    mask = np.pad(mask, ((0, 0), (extra, 0)), constant_values=0)
-    cache = [tuple(np.pad(t, ((0, 0), (0, 0), (extra, 0), (0, 0))) for t in kv) for kv in cache]
-    return ids, mask, cache
-
-
 def merge_batches(a, b, pad_id: int = 0):
     """Rows of decode batch ``b`` join running batch ``a``. Each batch is ``(ids, mask,
     cache)``: ids/mask (B, T) and cache a list over layers of (keys, values), each
     (B, heads, T, head_dim). The narrower batch is padded on the left, then rows are stacked
     (a's rows first). Returns ``(ids, mask, cache)`` in the same layout."""
-    a = tuple(np.asarray(x) for x in a[:2]) + ([tuple(np.asarray(t) for t in kv) for kv in a[2]],)
-    b = tuple(np.asarray(x) for x in b[:2]) + ([tuple(np.asarray(t) for t in kv) for kv in b[2]],)
-    width = max(a[0].shape[1], b[0].shape[1])
-    ids_a, mask_a, cache_a = _widen(*a, width, pad_id)
-    ids_b, mask_b, cache_b = _widen(*b, width, pad_id)
+    def widen(ids, mask, cache, width):
+        """Pad on the LEFT to ``width`` columns: ids with pad_id, mask with 0, and the time
+        axis (axis 2) of every layer's keys/values with zeros (masked out anyway)."""
+        ids, mask = np.asarray(ids), np.asarray(mask)
+        extra = width - ids.shape[1]
+        ids = np.pad(ids, ((0, 0), (extra, 0)), constant_values=pad_id)
+        mask = np.pad(mask, ((0, 0), (extra, 0)), constant_values=0)
+        cache = [tuple(np.pad(np.asarray(t), ((0, 0), (0, 0), (extra, 0), (0, 0))) for t in kv) for kv in cache]
+        return ids, mask, cache
+
+    width = max(np.shape(a[0])[1], np.shape(b[0])[1])
+    ids_a, mask_a, cache_a = widen(*a, width)
+    ids_b, mask_b, cache_b = widen(*b, width)
     cache = [(np.concatenate([ka, kb]), np.concatenate([va, vb]))
              for (ka, va), (kb, vb) in zip(cache_a, cache_b)]
     return np.concatenate([ids_a, ids_b]), np.concatenate([mask_a, mask_b]), cache

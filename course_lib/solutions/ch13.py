@@ -20,18 +20,16 @@ class FeedForwardBlock(nn.Cell):
         return x + self.fc2(ops.gelu(self.fc1(self.norm(x)), approximate="none"))
 
 
-RENAMES = {"LayerNorm": {"weight": "gamma", "bias": "beta"},
-           "Embedding": {"weight": "embedding_table"}}
-
-
 def convert_state_dict(state: dict, module_types: dict) -> dict:
     """A torch ``state_dict`` ({name: array}) -> {MindSpore parameter name: float32 array}.
     ``module_types`` maps a module path ("blocks.0.ln1") to its torch class name. Only
     LayerNorm and Embedding rename their parameters; Linear -> Dense keeps name AND layout."""
+    renames = {"LayerNorm": {"weight": "gamma", "bias": "beta"},
+               "Embedding": {"weight": "embedding_table"}}
     out = {}
     for name, value in state.items():
         owner, _, suffix = name.rpartition(".")
-        suffix = RENAMES.get(module_types.get(owner, ""), {}).get(suffix, suffix)
+        suffix = renames.get(module_types.get(owner, ""), {}).get(suffix, suffix)
         out[f"{owner}.{suffix}" if owner else suffix] = np.asarray(value, np.float32)
     return out
 

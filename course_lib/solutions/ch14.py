@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-IGNORE_INDEX = -100
-
 
 def pad_to_bucket(inputs, labels, buckets, pad_id: int = 0):
     """Right-pad a (B, T) batch to the smallest bucket >= T: inputs with ``pad_id``, labels
@@ -18,7 +16,7 @@ def pad_to_bucket(inputs, labels, buckets, pad_id: int = 0):
                          "bucket or cut the sequences to max(buckets).")
     extra = fitting[0] - length
     return (np.pad(inputs, ((0, 0), (0, extra)), constant_values=pad_id),
-            np.pad(labels, ((0, 0), (0, extra)), constant_values=IGNORE_INDEX))
+            np.pad(labels, ((0, 0), (0, extra)), constant_values=-100))    # IGNORE_INDEX
 
 
 def dynamic_inputs(examples, dynamic_axes):
