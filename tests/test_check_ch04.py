@@ -24,8 +24,9 @@ def test_ex1_reference_measured_with_the_probe(capsys):
 def test_ex2_to_ex4():
     assert ch04.ex2(math.sqrt(2 * 32)) and ch04.ex2(8)   # exp of the mean NLL: geometric mean of 2 and 32
     assert not ch04.ex2((2 + 32) / 2)                    # averaged the two perplexities
-    assert ch04.ex3(0.6666666667)
-    assert not ch04.ex3(0.75)        # precision, not F1
+    precision, recall = 40 / 50, 40 / 60                # TP=40, FP=10, FN=20, by hand
+    assert ch04.ex3(2 * precision * recall / (precision + recall)) and ch04.ex3(0.7272727273)
+    assert not ch04.ex3(precision)   # precision, not F1
     assert ch04.ex4(6)
     assert not ch04.ex4(7)
 

@@ -39,14 +39,14 @@ def ex2(answer) -> bool:
 
 
 def _f1() -> float:
-    tp, fp, fn = 30, 10, 20
+    tp, fp, fn = 40, 10, 20
     precision, recall = tp / (tp + fp), tp / (tp + fn)
     return 2 * precision * recall / (precision + recall)
 
 
-@exercise("number", "TP=30, FP=10, FN=20 时正类的 F1", solution=_f1)
+@exercise("number", "TP=40, FP=10, FN=20 时正类的 F1", solution=_f1)
 def ex3(answer) -> bool:
-    """F1 of the positive class with TP=30, FP=10, FN=20."""
+    """F1 of the positive class with TP=40, FP=10, FN=20."""
     return check_number(answer, _f1(), rel=1e-6, abs_=1e-9, name="ch04.ex3",
                         hint="先算精确率 P = TP/(TP+FP) 和召回率 R = TP/(TP+FN)，F1 = 2PR/(P+R)。")
 

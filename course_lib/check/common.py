@@ -117,9 +117,13 @@ def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
     """Run a checker body; print one verdict; never raise.
 
     ``NotImplementedError`` from the scaffold → "还没有实现"; :class:`Mismatch` → its diagnosis;
-    any other exception from the learner's code → its type and message."""
+    any other exception from the learner's code → its type and message.
+    The body runs in PyNative mode (restored afterwards): a learner's Cell is executed eagerly,
+    so a notebook that set GRAPH mode does not compile the scaffold, and errors point at the
+    learner's line. A checker that needs GRAPH mode switches to it explicitly."""
     try:
-        body()
+        with _eager():
+            body()
     except NotImplementedError:
         print(f"[{name}] ⏳ 还没有实现：把脚手架里的 raise NotImplementedError 换成你的代码。提示：{hint}")
         return False
@@ -130,6 +134,11 @@ def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
     except Exception as err:                            # noqa: BLE001 - report, never raise
         return verdict(False, f"你的代码运行时抛出 {type(err).__name__}: {err}。{hint}", name)
     return verdict(True, name=name)
+
+
+def _eager():
+    from ..training import execution_mode
+    return execution_mode("pynative")
 
 
 def compare(got, want, what: str, *, atol: float = 1e-5, rtol: float = 1e-4, bug: str = "") -> None:
