@@ -1,7 +1,7 @@
 """Chapter 01 reference solutions: a residual feed-forward Cell and a pre-norm block."""
 from mindspore import nn
 
-from ..blocks import LAYER_NORM_EPS, FeedForward, SelfAttention
+from ..blocks import FeedForward, SelfAttention
 
 
 class ResidualFFN(nn.Cell):
@@ -9,7 +9,7 @@ class ResidualFFN(nn.Cell):
 
     def __init__(self, embed_dim, ffn_dim):
         super().__init__()
-        self.norm = nn.LayerNorm((embed_dim,), epsilon=LAYER_NORM_EPS)
+        self.norm = nn.LayerNorm((embed_dim,), epsilon=1e-5)
         self.fc1 = nn.Dense(embed_dim, ffn_dim)
         self.act = nn.GELU(approximate=False)
         self.fc2 = nn.Dense(ffn_dim, embed_dim)
@@ -25,8 +25,8 @@ class PreNormBlock(nn.Cell):
         super().__init__()
         self.attn = SelfAttention(embed_dim, num_heads)
         self.ffn = FeedForward(embed_dim, ffn_dim)
-        self.norm1 = nn.LayerNorm((embed_dim,), epsilon=LAYER_NORM_EPS)
-        self.norm2 = nn.LayerNorm((embed_dim,), epsilon=LAYER_NORM_EPS)
+        self.norm1 = nn.LayerNorm((embed_dim,), epsilon=1e-5)
+        self.norm2 = nn.LayerNorm((embed_dim,), epsilon=1e-5)
 
     def construct(self, x, key_padding_mask=None, attn_mask=None):
         x = x + self.attn(self.norm1(x), key_padding_mask, attn_mask)
