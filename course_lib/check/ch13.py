@@ -187,8 +187,8 @@ def ex1(answer) -> bool:
     through a translation that copied the call, nn.LayerNorm((h,)) (MindSpore's default
     epsilon). By what factor is the MindSpore output larger?"""
     return check_number(answer, _layernorm_ratio(), name="ch13.ex1", rel=1e-3,
-                        hint="LayerNorm 输出 = (x - 均值) / √(方差 + eps)；两个框架的默认 eps 不同，"
-                             "比值是 √((方差 + eps_torch) / (方差 + eps_ms))。")
+                        hint="LayerNorm 输出 = (x - 均值) / √(方差 + eps)，两个框架的默认 eps 不同；"
+                             "方差只有 1e-5 时，eps 不再可以忽略。")
 
 
 def _ex2_answer() -> str:
