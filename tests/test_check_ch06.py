@@ -22,8 +22,8 @@ def test_ex2_one_layer_parameters():
 
 
 def test_ex3_int8_gib():
-    assert ch06.ex3(13_264_901_120 / 2 ** 30)
-    assert not ch06.ex3(13.26)                                  # GB (1e9), not GiB
+    assert ch06.ex3(7_000_559_616 / 2 ** 30)                    # Baichuan-7B, 1 byte each
+    assert not ch06.ex3(7.0)                                    # GB (1e9), not GiB
 
 
 def test_ex4_devices():

@@ -307,16 +307,16 @@ def ex2(answer) -> bool:
 
 
 def _int8_gib() -> float:
-    from ..baichuan import baichuan_13b
+    from ..baichuan import baichuan_7b
     from ..memory import GiB, weight_bytes
-    return weight_bytes(baichuan_13b(), "int8") / GiB
+    return weight_bytes(baichuan_7b(), "int8") / GiB
 
 
-@exercise("number", "Baichuan-13B 的权重用 int8 存放时占多少 GiB", solution=_int8_gib)
+@exercise("number", "Baichuan-7B 的权重用 int8 存放时占多少 GiB", solution=_int8_gib)
 def ex3(answer) -> bool:
-    """Memory (GiB, 2**30 bytes) of Baichuan-13B's weights in int8."""
+    """Memory (GiB, 2**30 bytes) of Baichuan-7B's weights in int8."""
     return check_number(answer, _int8_gib(), name="ch06.ex3", rel=5e-3,
-                        hint="int8 每个参数 1 字节；参数量 / 2**30（GiB 不是 10**9 字节）。")
+                        hint="int8 每个参数 1 字节；参数量（第 6 节数到个位）/ 2**30（GiB 不是 10**9 字节）。")
 
 
 def _devices() -> int:
