@@ -1,4 +1,4 @@
-"""Checkers for notebook 07 (pre-training the tiny Baichuan twin and generating text).
+"""Checkers for notebook 07 (pre-training the tiny Baichuan (same architecture) and generating text).
 
 Code exercises compare the learner's function with the library's own
 (``course_lib.generation``) on hidden random logits; the KV-cache append is compared with a
