@@ -57,3 +57,14 @@ def test_chapter_self_test(chapter, listing):
     proc = _run("--self-test", chapter)
     assert proc.returncode == 0, f"{chapter} self-test:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
     assert "exercises as expected" in proc.stdout
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_exercise_is_asked_in_its_notebook(chapter, listing):
+    """Each registered exercise is called (``chNN.name(``) in a cell of notebook NN: code
+    exercises from their scaffold cell, number exercises from the exercise cell."""
+    import nbformat
+    path = next((ROOT / "notebooks").glob(f"{chapter[2:]}_*.ipynb"))
+    sources = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+    missing = [n for n in listing if n.startswith(chapter + ".") and f"{n}(" not in sources]
+    assert not missing, f"{path.name} never calls {missing}"
