@@ -25,4 +25,5 @@ def ex2(answer) -> bool:
 @exercise("number", "把 tok.encode('我爱北京天安门') 解码回文本", solution=lambda: "我爱北京天安门")
 def ex3(answer) -> bool:
     """Decode the ids of '我爱北京天安门' back to text."""
-    return verdict(answer == "我爱北京天安门", "tok.decode(tok.encode(text)) 应当原样还原。", "ch00.ex3")
+    return verdict(isinstance(answer, str) and answer == "我爱北京天安门",
+                   "tok.decode(tok.encode(text)) 应当原样还原。", "ch00.ex3")
