@@ -18,8 +18,8 @@ def test_ch02_number_checkers(capsys):
     val = [y for _, y in splits.validation]
     if abs(val.count(majority) / len(val) - baseline) > 1e-3:
         assert not ch02.ex1(val.count(majority) / len(val))      # the validation split
-    assert ch02.ex2("O2") and ch02.ex2(" o2 ")
-    assert not ch02.ex2("O3") and not ch02.ex2(2)
+    assert ch02.ex2(3 * 2 + 1)                                   # 2 per pre-norm block + the final norm
+    assert not ch02.ex2(3 * 2) and not ch02.ex2("O2")            # forgot the final LayerNorm
     assert ch02.ex3(96)                                          # 3 epochs x 32 batches
     assert not ch02.ex3(93)                                      # 3 x floor(1000/32)
     out = capsys.readouterr().out

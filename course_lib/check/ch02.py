@@ -1,7 +1,7 @@
 """Checkers for notebook 02 (Model: train / eval / predict, modes, mixed precision)."""
 import math
 
-from .common import Mismatch, check_number, compare, diagnose, exercise, run_code_check, verdict
+from .common import Mismatch, check_number, compare, diagnose, exercise, run_code_check
 
 
 def _sol(name):
@@ -31,13 +31,21 @@ def ex1(answer) -> bool:
                         hint="多数类只由训练集标签决定；再数测试集（splits.test）里这一类占多少。")
 
 
-@exercise("number", "把网络转为 float16、但归一化层保持 float32 的 amp_level", solution=lambda: "O2")
+def _fp32_layernorms(num_layers: int = 3) -> int:
+    from mindspore import nn
+    from ..classifier import SentimentClassifier
+    net = SentimentClassifier(100, 16, embed_dim=8, num_heads=2, ffn_dim=16, num_layers=num_layers)
+    return sum(isinstance(cell, nn.LayerNorm) for _, cell in net.cells_and_names())
+
+
+@exercise("number", "amp_level='O2' 下 3 层编码器的 SentimentClassifier 有几个 LayerNorm 保持 float32",
+          solution=_fp32_layernorms)
 def ex2(answer) -> bool:
-    """Which amp_level casts the network to float16 but keeps the normalisation layers
-    (BatchNorm, LayerNorm) in float32 (the usual choice for training on Ascend)?"""
-    ok = isinstance(answer, str) and answer.strip().upper() == "O2"
-    return verdict(ok, "O0 全 float32，O1 只转白名单算子，O3 全部 float16；中间那个是？",
-                   "ch02.ex2")
+    """SentimentClassifier with num_layers=3 (pre-norm blocks) under amp_level="O2": how
+    many nn.LayerNorm sub-cells keep computing in float32?"""
+    return check_number(answer, _fp32_layernorms(), integer=True, name="ch02.ex2",
+                        hint="O2 让哪一类层留在 float32（第 5 节的表）？数一数每个 pre-norm 块里有几个，"
+                             "再看 TransformerEncoder 在所有块之后还做了什么（第 2 节的参数公式里有它）。")
 
 
 @exercise("number", "1000 条评论、batch_size=32、不丢最后小批次，train(3, ...) 的优化步数",
