@@ -32,6 +32,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.train import Callback
 
 from .plots import LivePlot
+from .safeio import save_checkpoint_atomic
 
 
 # --------------------------------------------------------------------------------------
@@ -348,9 +349,9 @@ class CheckpointSaver(Callback):
         if cb.get("trainer") is not None:
             cb.trainer.save(path)
         else:
-            ms.save_checkpoint(cb.train_network, str(path),
-                               append_dict={"step": int(cb.cur_step_num),
-                                            "epoch": int(cb.cur_epoch_num)})
+            save_checkpoint_atomic(cb.train_network, path,
+                                   append_dict={"step": int(cb.cur_step_num),
+                                                "epoch": int(cb.cur_epoch_num)})
         self.saved.append(path)
         while self.keep and len(self.saved) > self.keep:
             self.saved.pop(0).unlink(missing_ok=True)
