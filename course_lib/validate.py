@@ -13,7 +13,9 @@ import functools
 import math
 import numbers
 
+import mindspore as ms
 import numpy as np
+from mindspore import ops
 
 INT_DTYPES = ("Int8", "Int16", "Int32", "Int64", "UInt8")
 
@@ -121,8 +123,6 @@ def guard_token_ids(input_ids, vocab_size):
     """Inside ``construct`` (GRAPH-safe: ops only): a float dtype is a compile-time error,
     a negative id becomes ``vocab_size`` so that Gather reports it as out of range instead
     of silently reading row ``vocab_size + id``."""
-    import mindspore as ms
-    from mindspore import ops
     if input_ids.dtype not in (ms.int32, ms.int64, ms.int16, ms.int8, ms.uint8):
         raise TypeError("input_ids must be integers (token ids); cast them with "
                         "ids.astype(mindspore.int32)")
