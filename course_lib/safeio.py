@@ -47,10 +47,33 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete temporaries of ``path`` left by writers that were killed (their process is
+    gone); a concurrent writer's temporary is left alone."""
+    removed = []
+    for tmp in path.parent.glob(f"{TMP_PREFIX}*-{path.stem}*"):
+        pid = tmp.name[len(TMP_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
 def atomic_write(path, writer: Callable[[Path], object]) -> Path:
     """Call ``writer(tmp_path)`` to write the content, then move it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path)
     tmp = temp_path_for(path)
     try:
         writer(tmp)
@@ -60,8 +83,9 @@ def atomic_write(path, writer: Callable[[Path], object]) -> Path:
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        for leftover in (tmp, tmp.with_suffix(".tmp")):   # mindspore writes <name>.tmp first
+            if leftover.exists():
+                leftover.unlink()
     return path
 
 
