@@ -512,6 +512,7 @@ class CausalLM(nn.Cell):
 
     config_class = DecoderConfig
     model_class = DecoderModel
+    __call__ = validate.checked_token_call(nn.Cell.__call__)   # clear errors for bad ids
 
     def __init__(self, config: DecoderConfig):
         super().__init__()

@@ -87,6 +87,7 @@ def setup(device: str | None = None, mode: str = "pynative", seed: int = 42,
     """
     from .validate import check_setup_args
     check_setup_args(device, mode, seed, quiet, MODES)
+    seed = int(seed)            # NumPy ints too (random.seed rejects them)
     os.environ["HF_HUB_OFFLINE"] = "1"
     import mindspore as ms
     keep_interrupt()

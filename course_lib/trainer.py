@@ -186,9 +186,10 @@ class LLMTrainer:
             try:
                 check_batch(*batch, self.vocab_size)
             except (TypeError, ValueError) as err:
+                number = self.batches_consumed
                 self.batches_consumed -= 1
                 self._iterator = None      # reopened at the same position next time
-                raise type(err)(f"Training batch {self.batches_consumed}: {err}") from None
+                raise type(err)(f"Training batch {number}: {err}") from None
         return batch
 
     def _run_step(self):

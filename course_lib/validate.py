@@ -105,16 +105,18 @@ def check_labels(labels, vocab_size: int, ignore_index: int = -100) -> np.ndarra
 
 
 def checked_token_call(call):
-    """Wrap ``nn.Cell.__call__`` of an embedding: PyNative calls check the ids first (a
-    GRAPH-compiled step uses ``construct`` directly, see :func:`guard_token_ids`)."""
+    """Wrap ``nn.Cell.__call__`` of an embedding or a causal LM (``vocab_size`` or
+    ``config.vocab_size``): a direct call checks the ids first. Inside a compiled step the
+    sub-cell's ``construct`` runs directly (see :func:`guard_token_ids`)."""
     @functools.wraps(call)
     def __call__(self, input_ids, *args, **kwargs):
         if isinstance(input_ids, (list, tuple, np.ndarray)) or np.isscalar(input_ids):
             raise TypeError(f"input_ids must be a mindspore Tensor, got "
                             f"{type(input_ids).__name__}: wrap it as "
                             "Tensor(np.asarray(ids, np.int32)).")
+        vocab = getattr(self, "vocab_size", None) or self.config.vocab_size
         if hasattr(input_ids, "asnumpy"):
-            check_token_ids(input_ids, self.vocab_size, "input_ids")
+            check_token_ids(input_ids, vocab, "input_ids")
         return call(self, input_ids, *args, **kwargs)
     return __call__
 
