@@ -17,6 +17,10 @@ inside the data, and an optimizer over a chosen subset of parameters. The step i
 MindSpore ``Callback`` objects work with both (the trainer fills the same ``RunContext``
 fields ``Model.train`` does: ``cur_step_num``, ``net_outputs``, ``optimizer``, ...).
 
+Interrupt (Jupyter's Stop button, Ctrl-C) raises ``KeyboardInterrupt`` and keeps the
+kernel: a step (batch + compiled update + counters) finishes before the interrupt is
+raised, progress bars close, and ``train()`` continues with the next step and batch.
+
 Data = a ``mindspore.dataset`` yielding ``(input_ids, labels)`` as ``course_lib.pipelines``
 builds it. The trainer draws batches endlessly (epoch after epoch, re-shuffled); it
 remembers how many it consumed, so ``load`` + ``train`` continues in the same data order.

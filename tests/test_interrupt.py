@@ -174,9 +174,14 @@ CONTROL = """
 import os, signal, sys, threading, time
 import numpy as np
 import mindspore as ms
-if sys.argv[1] == "keep":
+if sys.argv[1] in ("keep", "term"):
     from course_lib.runtime import keep_interrupt
     keep_interrupt()
+if sys.argv[1] == "term":              # Python owns SIGINT: a SIGTERM still terminates
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    print("SURVIVED SIGTERM")
+    sys.exit(0)
 x = ms.Tensor(np.ones((32, 32), np.float32))
 (x + 1).asnumpy()
 threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
@@ -190,16 +195,29 @@ except KeyboardInterrupt:
 """
 
 
-@pytest.mark.parametrize("variant", ["plain", "keep"])
+@pytest.mark.parametrize("variant", ["plain", "keep", "term"])
 def test_sigint_in_plain_python(variant, tmp_path):
     """Control: without keep_interrupt MindSpore's handler ends the process with SIGTERM;
-    with it, the same SIGINT is a KeyboardInterrupt."""
+    with it, the same SIGINT is a KeyboardInterrupt, and a real SIGTERM still ends it."""
     script = tmp_path / "control.py"
     script.write_text(CONTROL)
     env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3")
     proc = subprocess.run([sys.executable, str(script), variant], capture_output=True, text=True,
                           timeout=300, env=env)
-    if variant == "plain":
+    if variant in ("plain", "term"):
         assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stdout)
     else:
         assert proc.returncode == 0 and "KEYBOARDINTERRUPT" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_defer_interrupt_holds_sigint_until_the_block_ends():
+    from course_lib import runtime
+    done = []
+    with pytest.raises(KeyboardInterrupt, match="finished first"):
+        with runtime.defer_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(100):           # the signal arrives here and is held
+                time.sleep(0.001)
+            done.append("step finished")
+    assert done == ["step finished"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
