@@ -288,6 +288,9 @@ class EarlyStopping(Callback):
 
     def on_train_end(self, run_context):
         # put the best weights back whether training stopped early or ran out of steps
+        # (not after an Interrupt: train() may continue from where it stopped)
+        if run_context.original_args().get("interrupted"):
+            return
         if self.restore_best and self._best_weights is not None:
             params = run_context.original_args().optimizer.parameters
             for p, value in zip(params, self._best_weights):
@@ -324,7 +327,9 @@ class EvalEvery(Callback):
             self._run(cb)
 
     def on_train_end(self, run_context):
-        self._run(run_context.original_args())
+        cb = run_context.original_args()
+        if not cb.get("interrupted"):    # an Interrupt should stop, not start an evaluation
+            self._run(cb)
 
 
 class CheckpointSaver(Callback):

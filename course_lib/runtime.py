@@ -205,6 +205,8 @@ def defer_interrupt():
     keep_interrupt()
     _state["deferring"] += 1
     previous = signal.signal(signal.SIGINT, lambda s, f: _interrupt())
+    if previous is None:             # a handler installed from C: Python's default instead
+        previous = signal.default_int_handler
     try:
         yield
     finally:

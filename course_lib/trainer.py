@@ -225,7 +225,7 @@ class LLMTrainer:
             epoch_num=math.ceil(self.total_steps / self.batches_per_epoch),
             cur_step_num=self.step, cur_epoch_num=self.batches_consumed // self.batches_per_epoch + 1,
             total_steps=self.total_steps, steps_this_call=steps_this_call,
-            net_outputs=None, loss=None, lr=None, grad_norm=None, mode="train",
+            net_outputs=None, loss=None, lr=None, grad_norm=None, mode="train", interrupted=False,
             dataset_sink_mode=False, history=self.history)
 
     def _fire(self, event: str, run_context: RunContext):
@@ -257,7 +257,7 @@ class LLMTrainer:
             try:
                 self._loop(n, cb, run_context)
             except KeyboardInterrupt:
-                self.interrupted = True
+                self.interrupted = cb.interrupted = True   # on_train_end: the run is not over
                 print(f"\nInterrupted after step {self.step}/{self.total_steps} "
                       f"({self.batches_consumed} batches drawn). Counters are consistent: "
                       "trainer.train() continues with the next step and the next batch "

@@ -221,3 +221,48 @@ def test_defer_interrupt_holds_sigint_until_the_block_ends():
             done.append("step finished")
     assert done == ["step finished"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _tiny_trainer(callbacks=()):
+    import numpy as np
+    import course_lib as cl
+    from course_lib.internlm import InternLMForCausalLM, tiny
+    from course_lib.pipelines import BlockSource, make_dataset
+    from course_lib.trainer import LLMTrainer
+    cl.seed_everything(0)
+    cfg = tiny(vocab_size=64, hidden_size=16, intermediate_size=32, num_heads=2, max_seq_len=32)
+    blocks = np.random.default_rng(0).integers(0, 64, (16, 9)).astype(np.int32)
+    return LLMTrainer(InternLMForCausalLM(cfg), make_dataset(BlockSource(blocks), 4, seed=0),
+                      make_dataset(BlockSource(blocks), 4, shuffle=False), steps=8,
+                      warmup_steps=1, mode="pynative", data_seed=0, callbacks=list(callbacks))
+
+
+def _counters(t):
+    return (t.step, int(t.optimizer.global_step.asnumpy().reshape(-1)[0]), t.batches_consumed,
+            len(t.history["loss"]))
+
+
+def test_sigint_inside_a_step_is_raised_after_the_step_and_nothing_is_lost():
+    """SIGINT while the step runs (the worst moment of issue 14 item 6): the step and its
+    counters complete, then KeyboardInterrupt; continuing equals an uninterrupted run."""
+    from course_lib.callbacks import EvalEvery
+    evals = EvalEvery(every_n_steps=100)
+    trainer = _tiny_trainer([evals])
+    real_step = trainer.train_step
+
+    def step_hit_by_sigint(*batch):
+        if trainer.step == 2:
+            os.kill(os.getpid(), signal.SIGINT)   # arrives while the update is computed
+        return real_step(*batch)
+
+    trainer.train_step = step_hit_by_sigint
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    assert _counters(trainer) == (3, 3, 3, 3)
+    assert trainer.interrupted and evals.results == []   # no evaluation started on Interrupt
+    trainer.train_step = real_step
+    trainer.train()
+    reference = _tiny_trainer()
+    reference.train()
+    assert _counters(trainer) == _counters(reference) == (8, 8, 8, 8)
+    assert trainer.history["loss"] == pytest.approx(reference.history["loss"], rel=1e-6)
