@@ -175,5 +175,5 @@ def check_learning_rate(lr) -> None:
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}.")
     if lr > 1.0:
         raise ValueError(f"lr={lr} is far too large for AdamW (each step moves every weight by "
-                         "about lr): the run would diverge or die. Typical values are 1e-4 .. "
-                         "3e-3; did you mean {:g}?".format(lr * 1e-6 if lr >= 1e3 else lr / 1e3))
+                         "about lr): the model would diverge or die (loss stuck at "
+                         "ln(vocab_size)). Typical values are 1e-4 .. 3e-3.")
