@@ -117,6 +117,10 @@ def checked_token_call(call):
         vocab = getattr(self, "vocab_size", None) or self.config.vocab_size
         if hasattr(input_ids, "asnumpy"):
             check_token_ids(input_ids, vocab, "input_ids")
+        if isinstance(kwargs.get("attention_mask"), (list, tuple)):   # NumPy/Tensor work
+            kwargs["attention_mask"] = np.asarray(kwargs["attention_mask"], np.int32)
+        if args and isinstance(args[0], (list, tuple)):
+            args = (np.asarray(args[0], np.int32),) + args[1:]
         return call(self, input_ids, *args, **kwargs)
     return __call__
 

@@ -339,6 +339,13 @@ def _edge_int64_ids(c):
     np.testing.assert_array_equal(a, b)
 
 
+def _edge_mask_as_list(c):
+    ids = c.ids(1, 2, 3)
+    want = c.model(ids, attention_mask=np.array([[0, 1, 1]], np.int32)).asnumpy()
+    np.testing.assert_array_equal(c.model(ids, attention_mask=[[0, 1, 1]]).asnumpy(), want)
+    np.testing.assert_array_equal(c.model(ids, [[0, 1, 1]]).asnumpy(), want)
+
+
 def _edge_numpy_seed(c):
     assert cl.setup(seed=np.int64(3), quiet=True).seed == 3
 
@@ -364,7 +371,7 @@ def _edge_greedy_temperature(c):
 
 
 EDGES = [_edge_generate_numpy, _edge_decode_numpy, _edge_encode_batch_tuple, _edge_all_ignored,
-         _edge_int64_ids, _edge_numpy_seed, _edge_merge_unmerge, _edge_predict_list,
+         _edge_int64_ids, _edge_mask_as_list, _edge_numpy_seed, _edge_merge_unmerge, _edge_predict_list,
          _edge_greedy_temperature]
 
 
