@@ -82,15 +82,13 @@ def setup(device: str | None = None, mode: str = "pynative", seed: int = 42,
     """Choose the device, set the execution mode, seed everything, print one status line.
 
     ``mode`` is ``"pynative"`` (eager, the default while learning) or ``"graph"``.
-    Every argument is checked before anything is switched. Also makes Jupyter's
-    Interrupt raise ``KeyboardInterrupt`` (see :func:`keep_interrupt`).
     """
     from .validate import check_setup_args
-    check_setup_args(device, mode, seed, quiet, MODES)
+    check_setup_args(device, mode, seed, quiet, MODES)   # all of them, before any switch
     seed = int(seed)            # NumPy ints too (random.seed rejects them)
     os.environ["HF_HUB_OFFLINE"] = "1"
     import mindspore as ms
-    keep_interrupt()
+    keep_interrupt()            # Jupyter's Interrupt -> KeyboardInterrupt, not a dead kernel
     dev = choose_device(device)
     ms.set_device(dev)
     ms.set_context(mode=MODES[mode])
