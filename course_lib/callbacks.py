@@ -32,6 +32,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.train import Callback
 
 from .plots import LivePlot
+from .safeio import save_checkpoint_atomic
 
 
 # --------------------------------------------------------------------------------------
@@ -287,6 +288,9 @@ class EarlyStopping(Callback):
 
     def on_train_end(self, run_context):
         # put the best weights back whether training stopped early or ran out of steps
+        # (not after an Interrupt: train() may continue from where it stopped)
+        if run_context.original_args().get("interrupted"):
+            return
         if self.restore_best and self._best_weights is not None:
             params = run_context.original_args().optimizer.parameters
             for p, value in zip(params, self._best_weights):
@@ -323,7 +327,9 @@ class EvalEvery(Callback):
             self._run(cb)
 
     def on_train_end(self, run_context):
-        self._run(run_context.original_args())
+        cb = run_context.original_args()
+        if not cb.get("interrupted"):    # an Interrupt should stop, not start an evaluation
+            self._run(cb)
 
 
 class CheckpointSaver(Callback):
@@ -348,9 +354,9 @@ class CheckpointSaver(Callback):
         if cb.get("trainer") is not None:
             cb.trainer.save(path)
         else:
-            ms.save_checkpoint(cb.train_network, str(path),
-                               append_dict={"step": int(cb.cur_step_num),
-                                            "epoch": int(cb.cur_epoch_num)})
+            save_checkpoint_atomic(cb.train_network, path,
+                                   append_dict={"step": int(cb.cur_step_num),
+                                                "epoch": int(cb.cur_epoch_num)})
         self.saved.append(path)
         while self.keep and len(self.saved) > self.keep:
             self.saved.pop(0).unlink(missing_ok=True)

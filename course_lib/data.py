@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .runtime import cache_dir
+from .safeio import write_text_atomic
 
 SPLIT_SEED = 1998
 LABELS = ("负面", "正面")  # label 0 = negative, 1 = positive
@@ -75,21 +76,54 @@ def split_sentences(text: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(text) if s.strip()]
 
 
-def _cached_json(name: str, source: Path, build):
-    """Build once, keyed by the source file's size+mtime so a reinstall rebuilds."""
+def _read_cache(path: Path, valid) -> tuple[object, str]:
+    """(value, "") for a good cache file, (None, why) for a missing/torn/wrong one."""
+    if not path.exists():
+        return None, ""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        return None, f"{type(err).__name__}"
+    why = valid(value)
+    return (None, why) if why else (value, "")
+
+
+def _cached_json(name: str, source: Path, build, valid):
+    """Build once, keyed by the source file's size+mtime so a reinstall rebuilds.
+
+    A cache file that cannot be decoded (torn write, invalid UTF-8) or whose content is
+    wrong (``valid(value)`` returns why) is rebuilt, and the rebuild is announced."""
     stat = source.stat()
     key = hashlib.sha1(f"{source}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
     path = cache_dir("corpora") / f"{name}-{key}.json"
-    if path.exists():
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            path.unlink()  # a torn write from an interrupted run: rebuild
+    value, why = _read_cache(path, valid)
+    if value is not None:
+        return value
+    if why:
+        print(f"course_lib.data: cache {path} is unusable ({why}); rebuilding it.")
     value = build()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(value, ensure_ascii=False))
     return value
+
+
+def _valid_documents(value) -> str:
+    if not isinstance(value, list) or len(value) < 1000:
+        return f"expected a list of >= 1000 documents, got {type(value).__name__} " \
+               f"of length {len(value) if isinstance(value, list) else '-'}"
+    if not all(isinstance(t, str) and t for t in value):
+        return "not every document is a non-empty string"
+    return ""
+
+
+def _valid_reviews(value) -> str:
+    if not isinstance(value, list) or len(value) < 1000:
+        return f"expected a list of >= 1000 reviews, got {type(value).__name__}"
+    if not all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) and x[0]
+               and x[1] in (0, 1) and not isinstance(x[1], bool) for x in value):
+        return "not every review is a [text, 0|1] pair"
+    if {x[1] for x in value} != {0, 1}:
+        return "only one label present"
+    return ""
 
 
 def news_documents() -> list[str]:
@@ -99,7 +133,7 @@ def news_documents() -> list[str]:
     def build():
         with open(src, encoding="utf-8") as f:
             return [t for t in (strip_pos_tags(line) for line in f) if t]
-    return _cached_json("news", src, build)
+    return _cached_json("news", src, build, _valid_documents)
 
 
 def news_sentences() -> list[str]:
@@ -120,7 +154,7 @@ def review_examples() -> list[tuple[str, int]]:
         both = set(pos) & set(neg)
         return ([[t, 1] for t in pos if t not in both]
                 + [[t, 0] for t in neg if t not in both])
-    return [tuple(x) for x in _cached_json("reviews", pos_src, build)]
+    return [tuple(x) for x in _cached_json("reviews", pos_src, build, _valid_reviews)]
 
 
 def split(items: list, fractions=(0.9, 0.05, 0.05), seed: int = SPLIT_SEED) -> Splits:

@@ -26,6 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .validate import check_generate_args
+
 
 # --------------------------------------------------------------------------------------
 # Logits processors (pure NumPy, one row per sequence)
@@ -216,6 +218,7 @@ def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float
     token is the last id returned). ``do_sample=False`` is greedy decoding. With sampling,
     prompt i draws from ``numpy.random.default_rng(seed + i)``: reproducible and independent
     of the other rows."""
+    check_generate_args(model, prompts_ids, temperature=temperature, do_sample=do_sample)
     _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
     eos = set() if eos_id is None else ({int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id)))
     prompts_ids = as_prompt_lists(prompts_ids)

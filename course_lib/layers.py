@@ -29,6 +29,8 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import Normal, initializer
 
+from . import validate
+
 # Added to forbidden attention scores: exp() of it underflows to exactly 0 in float32, and
 # it survives a cast to float16 (minimum -65504) — mixed precision casts the bias at Cell
 # boundaries, and -inf there would turn fully masked (padding) rows into NaN.
@@ -72,6 +74,7 @@ class DecoderConfig:
                              f"{POSITION_SCHEMES}.")
         if self.position == "rope" and self.head_dim % 2:
             raise ValueError(f"RoPE rotates pairs of features: head_dim {self.head_dim} must be even.")
+        validate.check_decoder_config(self)
 
     @property
     def head_dim(self) -> int:
@@ -136,6 +139,7 @@ def _dense(in_features: int, out_features: int, bias: bool, std: float) -> nn.De
 
 class TokenEmbedding(nn.Cell):
     """Token id -> vector. The table is called ``weight`` (the Hugging Face name)."""
+    __call__ = validate.checked_token_call(nn.Cell.__call__)   # clear errors for bad ids
 
     def __init__(self, vocab_size: int, hidden_size: int, std: float = 0.02):
         super().__init__()
@@ -144,6 +148,7 @@ class TokenEmbedding(nn.Cell):
                                 name="weight")
 
     def construct(self, input_ids):
+        input_ids = validate.guard_token_ids(input_ids, self.vocab_size)
         return ops.gather(self.weight, input_ids, 0)
 
 
@@ -507,6 +512,7 @@ class CausalLM(nn.Cell):
 
     config_class = DecoderConfig
     model_class = DecoderModel
+    __call__ = validate.checked_token_call(nn.Cell.__call__)   # clear errors for bad ids
 
     def __init__(self, config: DecoderConfig):
         super().__init__()

@@ -340,10 +340,9 @@ def save_adapter(model: nn.Cell, path) -> Path:
     """Write only the adapter (safetensors + JSON metadata, like PEFT's adapter_model)."""
     from safetensors.numpy import save_file
     tensors, meta = adapter_state(model)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata={"course_lora": json.dumps(meta)})
-    return path
+    from .safeio import atomic_write
+    return atomic_write(path, lambda tmp: save_file(
+        tensors, str(tmp), metadata={"course_lora": json.dumps(meta)}))
 
 
 def read_adapter(path) -> tuple[dict[str, np.ndarray], dict]:
@@ -491,6 +490,13 @@ def unmerge_lora(model: nn.Cell, adapters) -> LoRAReport:
                          "nothing was merged.")
     _check_adapter_fits(model, tensors, meta, strict_base=False, source=source)
     cells = _cells(model)
+    never_merged = [n for n in meta["layers"] if np.any(tensors[f"{n}.lora_B"])
+                    and _fingerprint(cells[n].weight.asnumpy()) == meta["layers"][n]["base"]]
+    if never_merged:
+        raise ValueError(f"unmerge_lora: {never_merged[:3]} hold exactly the base weights the "
+                         f"adapter {source} was trained on, i.e. it was never merged into "
+                         "them; subtracting it would give W - dW. Use load_adapter(model, "
+                         "path) to attach the adapter to this base instead.")
     scaling = float(meta["alpha"]) / int(meta["r"])
     for n in meta["layers"]:
         a = tensors[f"{n}.lora_A"].astype(np.float64)

@@ -1,8 +1,13 @@
 """One call at the top of every notebook: device, mode, seeds, quiet logs, one status line."""
 from __future__ import annotations
 
+import ctypes
 import os
 import random
+import signal
+import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,10 +83,12 @@ def setup(device: str | None = None, mode: str = "pynative", seed: int = 42,
 
     ``mode`` is ``"pynative"`` (eager, the default while learning) or ``"graph"``.
     """
-    if mode not in MODES:
-        raise ValueError(f"Unknown mode {mode!r}; use 'pynative' or 'graph'.")
+    from .validate import check_setup_args
+    check_setup_args(device, mode, seed, quiet, MODES)   # all of them, before any switch
+    seed = int(seed)            # NumPy ints too (random.seed rejects them)
     os.environ["HF_HUB_OFFLINE"] = "1"
     import mindspore as ms
+    keep_interrupt()            # Jupyter's Interrupt -> KeyboardInterrupt, not a dead kernel
     dev = choose_device(device)
     ms.set_device(dev)
     ms.set_context(mode=MODES[mode])
@@ -103,8 +110,106 @@ def cache_dir(*parts: str) -> Path:
     """Where derived artefacts (cleaned corpora, trained checkpoints) live.
 
     ``COURSE_CACHE_DIR`` overrides; default ``<repo>/.cache`` (git-ignored)."""
-    root = Path(os.environ.get("COURSE_CACHE_DIR")
-                or Path(__file__).resolve().parents[1] / ".cache")
+    env = os.environ.get("COURSE_CACHE_DIR")
+    root = Path(env or Path(__file__).resolve().parents[1] / ".cache")
     path = root.joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as err:
+        where = f"COURSE_CACHE_DIR={env!r}" if env else f"the default cache {root}"
+        raise NotADirectoryError(
+            f"Cannot use {path} as a cache directory: {err.filename or path} is a file, not a "
+            f"directory ({where}). Point COURSE_CACHE_DIR at a directory (or unset it) and "
+            "rerun.") from err
     return path
+
+
+# --------------------------------------------------------------------------------------
+# Interrupt (Jupyter's Stop button, Ctrl-C)
+# --------------------------------------------------------------------------------------
+# MindSpore's C++ runtime installs its own SIGINT handler (on the first PyNative operator
+# and at the start of EVERY graph run) that answers SIGINT with kill(getpid(), SIGTERM):
+# the kernel dies and its state is lost. MindSpore has no switch to turn this off, so we
+# let its handler be and turn the SIGTERM it sends into KeyboardInterrupt. A SIGTERM that
+# arrives while Python (not MindSpore) owns SIGINT is a real "terminate" and is honoured.
+_state = {"installed": False, "previous_term": signal.SIG_DFL, "python_handler": None,
+          "deferring": 0, "pending": False}
+
+
+class _SigAction(ctypes.Structure):   # struct sigaction, Linux x86_64/aarch64 glibc layout
+    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16),
+                ("flags", ctypes.c_int), ("restorer", ctypes.c_void_p)]
+
+
+def _c_handler(signum: int) -> int | None:
+    """Address of the C-level handler of ``signum`` (None where it cannot be read)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    action = _SigAction()
+    if ctypes.CDLL(None).sigaction(signum, None, ctypes.byref(action)) != 0:
+        return None
+    return action.handler or 0
+
+
+def mindspore_owns_sigint() -> bool:
+    """True while MindSpore's C++ handler (not Python's) receives SIGINT."""
+    current = _c_handler(signal.SIGINT)
+    return current not in (None, 0, 1, _state["python_handler"])
+
+
+def _interrupt(message: str = "") -> None:
+    if _state["deferring"]:
+        _state["pending"] = True       # raised when the deferred section ends
+        return
+    raise KeyboardInterrupt(message)
+
+
+def _on_sigterm(signum, frame):
+    if not mindspore_owns_sigint():    # a genuine terminate request: behave as before
+        previous = _state["previous_term"]
+        if callable(previous):
+            return previous(signum, frame)
+        if previous == signal.SIG_IGN:
+            return None
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return None
+    signal.signal(signal.SIGINT, signal.getsignal(signal.SIGINT))   # take SIGINT back
+    return _interrupt("interrupted (SIGINT forwarded by MindSpore's handler)")
+
+
+def keep_interrupt() -> bool:
+    """Make SIGINT (Jupyter's Interrupt, Ctrl-C) raise ``KeyboardInterrupt`` in MindSpore
+    code instead of ending the process. Idempotent; a no-op outside the main thread.
+    Returns whether the translation is active."""
+    if _state["installed"]:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    _state["previous_term"] = signal.signal(signal.SIGTERM, _on_sigterm)
+    _state["python_handler"] = _c_handler(signal.SIGTERM)   # Python's C trampoline
+    _state["installed"] = True
+    return True
+
+
+@contextmanager
+def defer_interrupt():
+    """Hold a SIGINT that arrives inside the block and raise ``KeyboardInterrupt`` when
+    the block ends: a training step and its bookkeeping finish together (no optimizer
+    step without its counter, no batch drawn and lost)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    keep_interrupt()
+    _state["deferring"] += 1
+    previous = signal.signal(signal.SIGINT, lambda s, f: _interrupt())
+    if previous is None:             # a handler installed from C: Python's default instead
+        previous = signal.default_int_handler
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)    # also takes SIGINT back from MindSpore
+        _state["deferring"] -= 1
+        if not _state["deferring"] and _state["pending"]:
+            _state["pending"] = False
+            raise KeyboardInterrupt("interrupted; the step that was running finished first")

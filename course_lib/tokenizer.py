@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import numpy as np
+
 VOCAB_SIZE = 8000
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SYSTEM, USER, ASSISTANT, END = "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"
@@ -42,10 +44,28 @@ class CourseTokenizer:
         return ([self.bos_id] if add_bos else []) + ids + ([self.eos_id] if add_eos else [])
 
     def encode_batch(self, texts: Sequence[str], add_bos=False, add_eos=False) -> list[list[int]]:
+        if isinstance(texts, str):
+            raise TypeError("encode_batch() takes a list of str; for one text use encode(text) "
+                            f"or encode_batch([text]) (a bare str would be split into "
+                            f"{len(texts)} one-character texts).")
+        texts = list(texts)
+        bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
+        if bad:
+            raise TypeError(f"encode_batch() takes a list of str, found {bad[0]} items.")
         return [([self.bos_id] if add_bos else []) + e.ids + ([self.eos_id] if add_eos else [])
                 for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
+        if isinstance(ids, (str, bytes)):
+            raise TypeError("decode() takes a list of int token ids (from encode), got a "
+                            f"{type(ids).__name__}.")
+        ids = list(ids.tolist() if hasattr(ids, "tolist") else ids)
+        floats = [i for i in ids if isinstance(i, bool) or not isinstance(
+            i, (int, np.integer))]
+        if floats:
+            raise TypeError(f"decode() takes integer token ids, got {floats[0]!r} "
+                            f"({type(floats[0]).__name__}); ids are never fractional: take "
+                            "argmax/sample indices as int (e.g. ids.astype(int)).")
         ids = [int(i) for i in ids]
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
@@ -98,19 +118,36 @@ def train_course_tokenizer() -> CourseTokenizer:
     return train_tokenizer(news_splits().train, VOCAB_SIZE)
 
 
+def _read_tokenizer(path: Path) -> CourseTokenizer:
+    """A tokenizer file, or a ValueError that names the file and what to do."""
+    from tokenizers import Tokenizer
+    try:
+        backend = Tokenizer.from_file(str(path))
+    except Exception as err:   # tokenizers raises a bare Exception on a torn/foreign file
+        raise ValueError(f"Cannot read the tokenizer file {path}: it is corrupt or not a "
+                         f"`tokenizers` JSON file ({str(err)[:120]}). Delete it to rebuild "
+                         "it (course cache) or restore it with `git checkout data/"
+                         "tokenizer.json` (shipped file).") from err
+    return CourseTokenizer(backend)
+
+
 def load_tokenizer(path: str | Path | None = None) -> CourseTokenizer:
     """Load ``data/tokenizer.json`` (or ``path``). If the shipped file is missing, retrain
-    it with the recorded recipe and cache it."""
-    from tokenizers import Tokenizer
+    it with the recorded recipe and cache it (a corrupt cached copy is rebuilt)."""
     if path is not None:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"No tokenizer file at {path}.")
-        return CourseTokenizer(Tokenizer.from_file(str(path)))
+        return _read_tokenizer(path)
     if SHIPPED_PATH.is_file():
-        return CourseTokenizer(Tokenizer.from_file(str(SHIPPED_PATH)))
+        return _read_tokenizer(SHIPPED_PATH)
     from .runtime import cache_dir
+    from .safeio import atomic_write
     cached = cache_dir("tokenizer") / "tokenizer.json"
-    if not cached.is_file():
-        train_course_tokenizer().save(cached)
-    return CourseTokenizer(Tokenizer.from_file(str(cached)))
+    if cached.is_file():
+        try:
+            return _read_tokenizer(cached)
+        except ValueError:
+            print(f"course_lib.tokenizer: cache {cached} is unusable; rebuilding it.")
+    atomic_write(cached, train_course_tokenizer().save)
+    return _read_tokenizer(cached)

@@ -17,6 +17,10 @@ inside the data, and an optimizer over a chosen subset of parameters. The step i
 MindSpore ``Callback`` objects work with both (the trainer fills the same ``RunContext``
 fields ``Model.train`` does: ``cur_step_num``, ``net_outputs``, ``optimizer``, ...).
 
+Interrupt (Jupyter's Stop button, Ctrl-C) raises ``KeyboardInterrupt`` and keeps the
+kernel: a step (batch + compiled update + counters) finishes before the interrupt is
+raised, progress bars close, and ``train()`` continues with the next step and batch.
+
 Data = a ``mindspore.dataset`` yielding ``(input_ids, labels)`` as ``course_lib.pipelines``
 builds it. The trainer draws batches endlessly (epoch after epoch, re-shuffled); it
 remembers how many it consumed, so ``load`` + ``train`` continues in the same data order.
@@ -34,6 +38,9 @@ import numpy as np
 from mindspore import Tensor, nn
 from mindspore.train import RunContext
 
+from .runtime import defer_interrupt, keep_interrupt
+from .safeio import save_checkpoint_atomic
+from .validate import check_batch, check_learning_rate, check_token_ids, model_vocab_size
 from .training import (AdamW, EvalCell, LossCell, TrainStep, apply_amp, count_params,
                        execution_mode, select_trainable, warmup_cosine_lr)
 
@@ -105,6 +112,8 @@ class LLMTrainer:
                  data_seed: int | None = None):
         if mode not in ("graph", "pynative"):
             raise ValueError(f"Unknown mode {mode!r}; use 'graph' or 'pynative'.")
+        keep_interrupt()       # Jupyter's Interrupt -> KeyboardInterrupt, not a dead kernel
+        self.vocab_size = model_vocab_size(model)
         self.model = apply_amp(model, amp_level)
         self.amp_level = amp_level
         self.mode = mode
@@ -125,6 +134,7 @@ class LLMTrainer:
         (pre-training, or a fine-tuning phase started by :meth:`finetune`)."""
         if not isinstance(steps, (int, np.integer)) or steps <= 0:
             raise ValueError(f"steps must be a positive int (optimizer steps), got {steps!r}")
+        check_learning_rate(lr)
         self.batches_per_epoch = _dataset_size(train_data, "train_data")
         self.train_data = train_data
         if warmup_steps is None:
@@ -143,7 +153,7 @@ class LLMTrainer:
         self.step = 0                  # optimizer steps done in this phase
         self.batches_consumed = 0      # position in the training data stream
         self.history = {"step": [], "loss": [], "lr": [], "grad_norm": []}
-        self.stopped_early = False
+        self.stopped_early = self.interrupted = False
         self._iterator = None
 
     @property
@@ -176,7 +186,35 @@ class LLMTrainer:
             self._open_iterator()
         batch = self._pull()
         self.batches_consumed += 1
+        if self.vocab_size is not None:
+            try:
+                check_batch(*batch, self.vocab_size)
+            except (TypeError, ValueError) as err:
+                number = self.batches_consumed
+                self.batches_consumed -= 1
+                self._iterator = None      # reopened at the same position next time
+                raise type(err)(f"Training batch {number}: {err}") from None
         return batch
+
+    def _run_step(self):
+        """Draw a batch and take one optimizer step as ONE unit: a KeyboardInterrupt that
+        arrives meanwhile is held until the step and its counters are done, so that
+        ``self.step``, the optimizer's step and the data position always agree."""
+        with defer_interrupt():
+            input_ids, labels = self._next_batch()
+            lr = self.lr_schedule[self.step]
+            loss, grad_norm = self.train_step(input_ids, labels)
+            loss_value, norm = float(loss.asnumpy()), float(grad_norm.asnumpy())
+            self.step += 1
+            if math.isfinite(loss_value):
+                for key, value in (("step", self.step), ("loss", loss_value), ("lr", lr),
+                                   ("grad_norm", norm)):
+                    self.history[key].append(value)
+        if not math.isfinite(loss_value):
+            raise FloatingPointError(
+                f"Loss became {loss_value} at step {self.step}: lower lr, keep clip on, "
+                "or use amp_level='O0' (float16 overflows more easily).")
+        return loss, loss_value, lr
 
     # ------------------------------------------------------------------ callbacks
     def _callback_params(self, steps_this_call: int) -> CallbackParams:
@@ -187,7 +225,7 @@ class LLMTrainer:
             epoch_num=math.ceil(self.total_steps / self.batches_per_epoch),
             cur_step_num=self.step, cur_epoch_num=self.batches_consumed // self.batches_per_epoch + 1,
             total_steps=self.total_steps, steps_this_call=steps_this_call,
-            net_outputs=None, loss=None, lr=None, grad_norm=None, mode="train",
+            net_outputs=None, loss=None, lr=None, grad_norm=None, mode="train", interrupted=False,
             dataset_sink_mode=False, history=self.history)
 
     def _fire(self, event: str, run_context: RunContext):
@@ -212,38 +250,39 @@ class LLMTrainer:
         start = len(self.history["step"])
         cb = self._callback_params(n)
         run_context = RunContext(cb)
-        self.stopped_early = False
+        self.stopped_early = self.interrupted = False
         self.model.set_train(True)
         with execution_mode(self.mode):
             self._fire("on_train_begin", run_context)
-            for _ in range(n):
-                if self.batches_consumed % self.batches_per_epoch == 0:
-                    cb.cur_epoch_num = self.batches_consumed // self.batches_per_epoch + 1
-                    self._fire("on_train_epoch_begin", run_context)
-                cb.cur_step_num = self.step + 1     # as in Model.train: the step about to run
-                self._fire("on_train_step_begin", run_context)
-                input_ids, labels = self._next_batch()
-                lr = self.lr_schedule[self.step]
-                loss, grad_norm = self.train_step(input_ids, labels)
-                self.step += 1
-                loss_value = float(loss.asnumpy())
-                if not math.isfinite(loss_value):
-                    raise FloatingPointError(
-                        f"Loss became {loss_value} at step {self.step}: lower lr, keep clip on, "
-                        "or use amp_level='O0' (float16 overflows more easily).")
-                for key, value in (("step", self.step), ("loss", loss_value), ("lr", lr),
-                                   ("grad_norm", float(grad_norm.asnumpy()))):
-                    self.history[key].append(value)
-                cb.update(cur_step_num=self.step, net_outputs=loss, loss=loss_value, lr=lr,
-                          grad_norm=self.history["grad_norm"][-1])
-                self._fire("on_train_step_end", run_context)
-                if self.batches_consumed % self.batches_per_epoch == 0:
-                    self._fire("on_train_epoch_end", run_context)
-                if run_context.get_stop_requested():
-                    self.stopped_early = True
-                    break
-            self._fire("on_train_end", run_context)
+            try:
+                self._loop(n, cb, run_context)
+            except KeyboardInterrupt:
+                self.interrupted = cb.interrupted = True   # on_train_end: the run is not over
+                print(f"\nInterrupted after step {self.step}/{self.total_steps} "
+                      f"({self.batches_consumed} batches drawn). Counters are consistent: "
+                      "trainer.train() continues with the next step and the next batch "
+                      "(nothing skipped, nothing repeated).")
+                raise
+            finally:   # progress bars close, plots draw, whatever stopped the loop
+                self._fire("on_train_end", run_context)
         return {k: v[start:] for k, v in self.history.items()}
+
+    def _loop(self, n: int, cb, run_context) -> None:
+        for _ in range(n):
+            if self.batches_consumed % self.batches_per_epoch == 0:
+                cb.cur_epoch_num = self.batches_consumed // self.batches_per_epoch + 1
+                self._fire("on_train_epoch_begin", run_context)
+            cb.cur_step_num = self.step + 1     # as in Model.train: the step about to run
+            self._fire("on_train_step_begin", run_context)
+            loss, loss_value, lr = self._run_step()
+            cb.update(cur_step_num=self.step, net_outputs=loss, loss=loss_value, lr=lr,
+                      grad_norm=self.history["grad_norm"][-1])
+            self._fire("on_train_step_end", run_context)
+            if self.batches_consumed % self.batches_per_epoch == 0:
+                self._fire("on_train_epoch_end", run_context)
+            if run_context.get_stop_requested():
+                self.stopped_early = True
+                break
 
     def evaluate(self, data=None, max_batches: int | None = None) -> dict:
         """Token-weighted mean loss and perplexity = exp(loss) over ``data`` (default: the
@@ -262,6 +301,8 @@ class LLMTrainer:
                 for i, (input_ids, labels) in enumerate(data.create_tuple_iterator(num_epochs=1)):
                     if limit is not None and i >= limit:
                         break
+                    if self.vocab_size is not None:
+                        check_batch(input_ids, labels, self.vocab_size)
                     nll, n = self._eval_cell(input_ids, labels)
                     total += float(nll.asnumpy())
                     count += float(n.asnumpy())
@@ -304,6 +345,8 @@ class LLMTrainer:
 
     def predict(self, input_ids) -> np.ndarray:
         """Logits (B, T, V) as NumPy for int token ids (B, T)."""
+        if self.vocab_size is not None:
+            check_token_ids(input_ids, self.vocab_size, "input_ids")
         ids = Tensor(np.asarray(input_ids, np.int32))
         was_training = self.model.training
         self.model.set_train(False)
@@ -321,8 +364,7 @@ class LLMTrainer:
         meta = {"format": CHECKPOINT_FORMAT, "step": self.step, "total_steps": self.total_steps,
                 "batches_consumed": self.batches_consumed, "data_seed": self.data_seed,
                 "history": json.dumps(self.history)}
-        ms.save_checkpoint(self.train_step, str(path), append_dict=meta)
-        return path
+        return save_checkpoint_atomic(self.train_step, path, append_dict=meta)
 
     def load(self, path, weights_only: bool = False) -> "LLMTrainer":
         """Restore a :meth:`save` checkpoint. ``weights_only=True`` loads the model weights

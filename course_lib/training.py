@@ -51,11 +51,20 @@ def token_nll(logits, labels, ignore_index: int = IGNORE_INDEX):
     logits = logits.reshape(-1, vocab).astype(ms.float32)   # fp16 logits: softmax in fp32
     labels = labels.reshape(-1).astype(ms.int32)
     keep = labels != ignore_index
-    safe = ops.where(keep, labels, ops.zeros_like(labels))  # -100 is not a valid gather index
+    # Any other negative label is a bug in the data, never a class: poison it with NaN (a
+    # compiled step cannot raise on values; LLMTrainer checks its batches beforehand).
+    invalid = ops.logical_and(keep, labels < 0)
+    safe = ops.where(ops.logical_and(keep, labels >= 0), labels, ops.zeros_like(labels))
     log_probs = ops.log_softmax(logits, -1)
     nll = -ops.gather_elements(log_probs, 1, safe.reshape(-1, 1)).reshape(-1)
+    nll = ops.where(invalid, ops.full_like(nll, float("nan")), nll)
     keep = keep.astype(ms.float32)
     return (nll * keep).sum(), keep.sum()
+
+
+def _mean_token_nll(logits, labels, ignore_index: int = IGNORE_INDEX):
+    nll_sum, n_tokens = token_nll(logits, labels, ignore_index)
+    return nll_sum / ops.maximum(n_tokens, ops.ones_like(n_tokens))
 
 
 def causal_lm_loss(logits, labels, ignore_index: int = IGNORE_INDEX):
@@ -63,10 +72,14 @@ def causal_lm_loss(logits, labels, ignore_index: int = IGNORE_INDEX):
 
     Same value as ``torch.nn.functional.cross_entropy(logits.view(-1, V), labels.view(-1),
     ignore_index=-100)``: the mean is over *tokens*, not over rows, so a short answer in a
-    padded SFT batch weighs as much per token as a long one.
+    padded SFT batch weighs as much per token as a long one. Called eagerly it first checks
+    the labels (only ``ignore_index`` may be negative); ``LossCell`` uses the same loss
+    without the host-side check so that it compiles.
     """
-    nll_sum, n_tokens = token_nll(logits, labels, ignore_index)
-    return nll_sum / ops.maximum(n_tokens, ops.ones_like(n_tokens))
+    from .validate import check_labels
+    _check_lm_shapes(logits, labels)
+    check_labels(labels, logits.shape[-1], ignore_index)
+    return _mean_token_nll(logits, labels, ignore_index)
 
 
 class LossCell(nn.Cell):
@@ -75,10 +88,10 @@ class LossCell(nn.Cell):
     ``auto_prefix=False`` keeps the model's parameter names unchanged (checkpoints stay
     loadable into the bare model)."""
 
-    def __init__(self, model: nn.Cell, loss_fn: Callable = causal_lm_loss):
+    def __init__(self, model: nn.Cell, loss_fn: Callable | None = None):
         super().__init__(auto_prefix=False)
         self.model = model
-        self.loss_fn = loss_fn
+        self.loss_fn = _mean_token_nll if loss_fn in (None, causal_lm_loss) else loss_fn
 
     def construct(self, input_ids, labels):
         return self.loss_fn(self.model(input_ids), labels)

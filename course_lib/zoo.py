@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .runtime import cache_dir, seed_everything
+from .safeio import atomic_write
 from .scale import current_scale, pick
 
 ZOO_FORMAT = "course_lib.zoo/1"
@@ -131,15 +131,10 @@ def _paths(name: str, key: str, suffix: str) -> tuple[Path, Path]:
 
 
 def _write_atomic(path: Path, writer) -> None:
-    """Write to a temporary name, then rename: a notebook interrupted mid-write (or two
-    notebooks training the same entry at once) never leaves a torn file behind."""
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")   # keeps the suffix (.ckpt)
-    try:
-        writer(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """Temporary file in the same directory, fsync, rename (``course_lib.safeio``): a
+    notebook interrupted mid-write (or two notebooks training the same entry at once)
+    never leaves a torn file behind."""
+    atomic_write(path, writer)
 
 
 def _progress(total: int, desc: str):
@@ -236,11 +231,34 @@ def _load_weights(model, path: Path) -> None:
                          f"unexpected {unused[:3]}).")
 
 
+_INFO_TYPES = {"recipe": dict, "history": dict, "metrics": dict, "train_seconds": (int, float)}
+
+
+def _info_problem(info) -> str:
+    if not isinstance(info, dict):
+        return f"expected a JSON object, got {type(info).__name__}"
+    for key, kind in _INFO_TYPES.items():
+        if not isinstance(info.get(key), kind) or isinstance(info.get(key), bool):
+            return f"{key!r} missing or not a {getattr(kind, '__name__', 'number')}"
+    if not all(isinstance(v, list) for v in info["history"].values()):
+        return "history values are not lists"
+    return ""
+
+
 def _read_info(meta: Path) -> dict | None:
-    try:
-        return json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    """The entry's JSON metadata; None (and the file is rewritten later) when it is
+    missing, undecodable (torn write, invalid UTF-8) or of the wrong content."""
+    if not meta.exists():
         return None
+    try:
+        info = json.loads(meta.read_text(encoding="utf-8"))
+        problem = _info_problem(info)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        problem = type(err).__name__
+    if problem:
+        print(f"zoo: metadata {meta} is unusable ({problem}); it will be rebuilt.")
+        return None
+    return info
 
 
 def _write_info(meta: Path, info: "ZooInfo") -> None:
