@@ -219,12 +219,21 @@ def main():
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timed rounds")
     ap.add_argument("--round-seconds", type=float, default=2.0, help="target length of a round")
+    ap.add_argument("--threads", type=int, help="threads of BOTH frameworks (default: their "
+                    "defaults, = cores); 1 shows kernel speed without thread-sync stalls on a "
+                    "busy machine")
     args = ap.parse_args()
 
     cl.setup(device="CPU", mode="graph", seed=0, quiet=True)
+    if args.threads:
+        import mindspore as ms
+        ms.set_context(runtime_num_threads=args.threads)
+        torch.set_num_threads(args.threads)
     peak, formula = cpu_peak_flops()
+    import mindspore as ms
     print(f"CPU: {platform.processor() or platform.machine()}, peak fp32 = {formula}; "
-          f"torch {torch.__version__} threads {torch.get_num_threads()}")
+          f"torch {torch.__version__} threads {torch.get_num_threads()}, MindSpore "
+          f"{ms.__version__} runtime_num_threads {ms.get_context('runtime_num_threads')}")
     if args.hidden:
         sizes = {"custom": (args.hidden, args.layers, args.heads, args.batch, args.seq)}
     else:
