@@ -336,7 +336,8 @@ def attention_weights(q, k, bias, scale: float):
 
 class MaskedSoftmax(Float32Cell):
     """``masked_softmax`` as a Cell that stays float32 under mixed precision: the bias
-    (-1e9 for masked keys) and the softmax must not be computed in float16. The scores
+    (``MASK_VALUE`` = -1e4 for masked keys, plus ALiBi) and the softmax are computed in
+    float32. The scores
     themselves (q·kᵀ) may come from a float16 matmul, as in the reference code."""
 
     def __init__(self, scale: float):
@@ -499,9 +500,9 @@ class DecoderLayer(nn.Cell):
     def __init__(self, config: DecoderConfig):
         super().__init__()
         c = config
-        self.self_attn = Attention(c.hidden_size, c.num_heads, c.fused_qkv, c.qkv_bias,
-                                   c.o_bias, c.init_std)
-        self.mlp = SwiGLU(c.hidden_size, c.intermediate_size, False, c.init_std)
+        self.self_attn = Attention(c.hidden_size, c.num_heads, fused_qkv=c.fused_qkv,
+                                   qkv_bias=c.qkv_bias, o_bias=c.o_bias, std=c.init_std)
+        self.mlp = SwiGLU(c.hidden_size, c.intermediate_size, bias=False, std=c.init_std)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
@@ -578,7 +579,7 @@ class CausalLM(nn.Cell):
                             f"got {type(config).__name__}.")
         self.config = config
         self.model = self.model_class(config)
-        self.lm_head = _dense(config.hidden_size, config.vocab_size, False, config.init_std)
+        self.lm_head = _dense(config.hidden_size, config.vocab_size, bias=False, std=config.init_std)
 
     def new_cache(self) -> KVCache:
         return KVCache(self.config.num_layers)
