@@ -8,7 +8,8 @@ architecture written in PyTorch (eager), same config, batch, sequence length, sa
 Both steps do the same work: forward, next-token cross-entropy, backward, global-norm
 clipping at 1.0, AdamW (decoupled weight decay on matrices). The torch model gets the
 MindSpore model's initial weights and the first losses are compared, so the two really are
-the same network. Steps are timed in interleaved rounds (MindSpore, torch, MindSpore, ...)
+the same network (the torch model is tests/torch_baichuan.py, the reference the tests use).
+Steps are timed in interleaved rounds (MindSpore, torch, MindSpore, ...)
 and the best round of each is kept, so a busy machine slows both alike; the load average is
 printed before and after every size (PyTorch suffers more from contention than MindSpore:
 only numbers taken at a load average < 0.5 on this 2-core machine are comparable).
@@ -23,11 +24,11 @@ per core (2: not in the lscpu flags; x86 server cores since Haswell / Zen have t
 Prints one line per size ending in ``ratio MindSpore/PyTorch xN.NN``.
 """
 import argparse
-import math
 import os
 import platform
 import re
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -38,66 +39,9 @@ import course_lib as cl
 from course_lib import baichuan
 from course_lib.baichuan import BaichuanForCausalLM
 from course_lib.hf_weights import state_dict
-from course_lib.layers import alibi_slopes
 
-
-class TorchBaichuan(torch.nn.Module):
-    """Baichuan-13B's architecture in plain PyTorch (ALiBi, W_pack, SwiGLU, RMSNorm)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        h, f, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
-        self.cfg = cfg
-        self.embed = torch.nn.Embedding(V, h)
-        self.layers = torch.nn.ModuleList()
-        for _ in range(cfg.num_layers):
-            layer = torch.nn.Module()
-            layer.ln1 = torch.nn.Parameter(torch.ones(h))
-            layer.ln2 = torch.nn.Parameter(torch.ones(h))
-            layer.w_pack = torch.nn.Linear(h, 3 * h, bias=False)
-            layer.o_proj = torch.nn.Linear(h, h, bias=False)
-            layer.gate = torch.nn.Linear(h, f, bias=False)
-            layer.up = torch.nn.Linear(h, f, bias=False)
-            layer.down = torch.nn.Linear(f, h, bias=False)
-            self.layers.append(layer)
-        self.norm = torch.nn.Parameter(torch.ones(h))
-        self.lm_head = torch.nn.Linear(h, V, bias=False)
-        self.register_buffer("slopes", torch.tensor(alibi_slopes(cfg.num_heads), dtype=torch.float32))
-
-    def rms(self, x, w):
-        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps))
-
-    def forward(self, ids):
-        B, T = ids.shape
-        H, d = self.cfg.num_heads, self.cfg.head_dim
-        pos = torch.arange(T)
-        bias = self.slopes[:, None, None] * (pos[None, None, :] - pos[None, :, None]).float()
-        bias = bias.masked_fill(pos[None, None, :] > pos[None, :, None], float("-inf"))
-        x = self.embed(ids)
-        for L in self.layers:
-            q, k, v = L.w_pack(self.rms(x, L.ln1)).split(self.cfg.hidden_size, -1)
-            q, k, v = (t.view(B, T, H, d).transpose(1, 2) for t in (q, k, v))
-            att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + bias, -1)
-            x = x + L.o_proj((att @ v).transpose(1, 2).reshape(B, T, -1))
-            y = self.rms(x, L.ln2)
-            x = x + L.down(F.silu(L.gate(y)) * L.up(y))
-        return self.lm_head(self.rms(x, self.norm))
-
-    def load_from(self, sd):
-        t = lambda n: torch.from_numpy(np.array(sd[n], np.float32))  # noqa: E731
-        with torch.no_grad():
-            self.embed.weight.copy_(t("model.embed_tokens.weight"))
-            for i, L in enumerate(self.layers):
-                p = f"model.layers.{i}."
-                L.ln1.copy_(t(p + "input_layernorm.weight"))
-                L.ln2.copy_(t(p + "post_attention_layernorm.weight"))
-                L.w_pack.weight.copy_(t(p + "self_attn.W_pack.weight"))
-                L.o_proj.weight.copy_(t(p + "self_attn.o_proj.weight"))
-                L.gate.weight.copy_(t(p + "mlp.gate_proj.weight"))
-                L.up.weight.copy_(t(p + "mlp.up_proj.weight"))
-                L.down.weight.copy_(t(p + "mlp.down_proj.weight"))
-            self.norm.copy_(t("model.norm.weight"))
-            self.lm_head.weight.copy_(t("lm_head.weight"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from torch_baichuan import TorchBaichuan  # noqa: E402  (the one torch reference, shared with tests)
 
 
 SIZES = {   # the three rows of issue 11's table: (hidden, layers, heads, batch, seq)
