@@ -320,6 +320,8 @@ def _host_attention_bias(query_len, key_len, attention_mask, slopes) -> np.ndarr
 
 
 _matmul_transpose_b = ops.BatchMatMul(transpose_b=True)   # q @ kᵀ without materialising kᵀ
+_batch_matmul = ops.BatchMatMul()   # probs @ v: its gradient uses transpose flags, where
+                                    # ops.matmul's adds Transpose kernels (2x slower fwd+bwd)
 
 
 def masked_softmax(scores, bias, scale: float):
@@ -484,7 +486,7 @@ class Attention(nn.Cell):
         probs = self.softmax(_matmul_transpose_b(q, k), bias)
         if v.dtype != ms.float32:
             probs = probs.astype(v.dtype)
-        out = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)).reshape(batch, length, self.hidden_size)
+        out = ops.transpose(_batch_matmul(probs, v), (0, 2, 1, 3)).reshape(batch, length, self.hidden_size)
         return self.o_proj(out)
 
     def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
