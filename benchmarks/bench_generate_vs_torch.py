@@ -14,6 +14,7 @@ MindSpore this includes compiling the decode step for that batch size and cache 
 reported as "first call" — then ``--repeats`` interleaved timed calls (MindSpore, torch,
 MindSpore, ...); the best of each is kept, so a busy machine slows both alike. Tokens/s
 count every generated token of every row. The load average is printed before and after.
+On a shared machine ``--threads 1`` avoids PyTorch's OpenMP barrier stalls (see RESULTS.md).
 """
 import argparse
 import os
@@ -66,8 +67,14 @@ def main():
     ap.add_argument("--new", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="intra-op threads of BOTH frameworks (0 = their defaults: one per core)")
     args = ap.parse_args()
     print(load())
+    if args.threads:
+        from mindspore import device_context
+        device_context.cpu.op_tuning.threads_num(args.threads)
+        torch.set_num_threads(args.threads)
     cl.setup(device="CPU", seed=0, quiet=True)
     cfg = internlm.tiny(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
                         intermediate_size=int(args.hidden * 8 / 3 + 31) // 32 * 32)
