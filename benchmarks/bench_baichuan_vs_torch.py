@@ -145,8 +145,9 @@ def bench_size(name, hidden, layers, heads, batch, seq, rounds, round_s, peak):
     print(f"[{name}] hidden {hidden}, {layers} layers, {heads} heads, vocab {cfg.vocab_size}, "
           f"{cfg.num_parameters():,} params, batch {batch} x seq {seq}; first loss MindSpore "
           f"{first_ms:.5f} torch {first_t:.5f} ({'same network' if same else 'MISMATCH'}); "
-          f"MindSpore compile {compile_s:.1f} s; {load_before} -> {load_average()}")
-    print(f"[{name}] train step tokens/s: MindSpore graph {tps['ms']:,.0f} "
+          f"MindSpore compile {compile_s:.1f} s")
+    print(f"[{name}] {load_before} -> {load_average()[9:]}; train step tokens/s: MindSpore graph "
+          f"{tps['ms']:,.0f} "
           f"({gf['ms']:.1f} GFLOP/s, {100 * gf['ms'] * 1e9 / peak:.1f}% of peak) | PyTorch eager "
           f"{tps['torch']:,.0f} ({gf['torch']:.1f} GFLOP/s, {100 * gf['torch'] * 1e9 / peak:.1f}% "
           f"of peak) | ratio MindSpore/PyTorch x{tps['ms'] / tps['torch']:.2f}", flush=True)
