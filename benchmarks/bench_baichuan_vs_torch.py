@@ -1,16 +1,34 @@
 """Train-step throughput: the course's Baichuan twin in MindSpore GRAPH mode vs the identical
 architecture written in PyTorch (eager), same config, batch, sequence length, same weights.
 
-    .venv/bin/python benchmarks/bench_baichuan_vs_torch.py [--hidden 128 --layers 2 --batch 8 --seq 64]
+    .venv/bin/python benchmarks/bench_baichuan_vs_torch.py            # the three sizes of issue 11
+    .venv/bin/python benchmarks/bench_baichuan_vs_torch.py --sizes small
+    .venv/bin/python benchmarks/bench_baichuan_vs_torch.py --hidden 384 --layers 3 --heads 6 --seq 96
 
 Both steps do the same work: forward, next-token cross-entropy, backward, global-norm
-clipping at 1.0, AdamW (decoupled weight decay). The torch model gets the MindSpore model's
-initial weights and the first losses are compared, so the two really are the same network.
-Steps are timed in interleaved rounds (MindSpore, torch, MindSpore, ...) and the best round
-of each is kept, so a busy machine slows both alike. Prints tokens/s and the ratio.
+clipping at 1.0, AdamW (decoupled weight decay on matrices). The torch model gets the
+MindSpore model's initial weights and the first losses are compared, so the two really are
+the same network (the torch model is tests/torch_baichuan.py, the reference the tests use).
+Steps are timed in interleaved rounds (MindSpore, torch, MindSpore, ...)
+and the best round of each is kept, so a busy machine slows both alike; the load average is
+printed before and after every size (PyTorch suffers more from contention than MindSpore:
+only numbers taken at a load average < 0.5 on this 2-core machine are comparable).
+
+FLOP/s are model FLOPs (what the network needs, not what a kernel executes):
+    forward  = 2 * tokens * (L * (4 h^2 + 3 h f) + V h)      dense layers + lm_head
+             + 4 * L * B * T^2 * h                            q.k^T and probs.v (full T x T)
+    step     = 3 * forward                                    backward = 2 x forward
+peak fp32 = cores x clock x FLOPs/cycle, FLOPs/cycle = SIMD fp32 lanes (16 with avx512f,
+8 with avx/avx2, 4 with sse) x 2 (fma flag: a fused multiply-add is 2 FLOPs) x FMA units
+per core (2: not in the lscpu flags; x86 server cores since Haswell / Zen have two FMA pipes).
+Prints one line per size ending in ``ratio MindSpore/PyTorch xN.NN``.
 """
 import argparse
-import math
+import os
+import platform
+import re
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -21,137 +39,152 @@ import course_lib as cl
 from course_lib import baichuan
 from course_lib.baichuan import BaichuanForCausalLM
 from course_lib.hf_weights import state_dict
-from course_lib.layers import alibi_slopes
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from torch_baichuan import TorchBaichuan  # noqa: E402  (the one torch reference, shared with tests)
 
 
-class TorchBaichuan(torch.nn.Module):
-    """Baichuan-13B's architecture in plain PyTorch (ALiBi, W_pack, SwiGLU, RMSNorm)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        h, f, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
-        self.cfg = cfg
-        self.embed = torch.nn.Embedding(V, h)
-        self.layers = torch.nn.ModuleList()
-        for _ in range(cfg.num_layers):
-            layer = torch.nn.Module()
-            layer.ln1 = torch.nn.Parameter(torch.ones(h))
-            layer.ln2 = torch.nn.Parameter(torch.ones(h))
-            layer.w_pack = torch.nn.Linear(h, 3 * h, bias=False)
-            layer.o_proj = torch.nn.Linear(h, h, bias=False)
-            layer.gate = torch.nn.Linear(h, f, bias=False)
-            layer.up = torch.nn.Linear(h, f, bias=False)
-            layer.down = torch.nn.Linear(f, h, bias=False)
-            self.layers.append(layer)
-        self.norm = torch.nn.Parameter(torch.ones(h))
-        self.lm_head = torch.nn.Linear(h, V, bias=False)
-        self.register_buffer("slopes", torch.tensor(alibi_slopes(cfg.num_heads), dtype=torch.float32))
-
-    def rms(self, x, w):
-        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps))
-
-    def forward(self, ids):
-        B, T = ids.shape
-        H, d = self.cfg.num_heads, self.cfg.head_dim
-        pos = torch.arange(T)
-        bias = self.slopes[:, None, None] * (pos[None, None, :] - pos[None, :, None]).float()
-        bias = bias.masked_fill(pos[None, None, :] > pos[None, :, None], float("-inf"))
-        x = self.embed(ids)
-        for L in self.layers:
-            q, k, v = L.w_pack(self.rms(x, L.ln1)).split(self.cfg.hidden_size, -1)
-            q, k, v = (t.view(B, T, H, d).transpose(1, 2) for t in (q, k, v))
-            att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + bias, -1)
-            x = x + L.o_proj((att @ v).transpose(1, 2).reshape(B, T, -1))
-            y = self.rms(x, L.ln2)
-            x = x + L.down(F.silu(L.gate(y)) * L.up(y))
-        return self.lm_head(self.rms(x, self.norm))
-
-    def load_from(self, sd):
-        t = lambda n: torch.from_numpy(np.array(sd[n], np.float32))  # noqa: E731
-        with torch.no_grad():
-            self.embed.weight.copy_(t("model.embed_tokens.weight"))
-            for i, L in enumerate(self.layers):
-                p = f"model.layers.{i}."
-                L.ln1.copy_(t(p + "input_layernorm.weight"))
-                L.ln2.copy_(t(p + "post_attention_layernorm.weight"))
-                L.w_pack.weight.copy_(t(p + "self_attn.W_pack.weight"))
-                L.o_proj.weight.copy_(t(p + "self_attn.o_proj.weight"))
-                L.gate.weight.copy_(t(p + "mlp.gate_proj.weight"))
-                L.up.weight.copy_(t(p + "mlp.up_proj.weight"))
-                L.down.weight.copy_(t(p + "mlp.down_proj.weight"))
-            self.norm.copy_(t("model.norm.weight"))
-            self.lm_head.weight.copy_(t("lm_head.weight"))
+SIZES = {   # the three rows of issue 11's table: (hidden, layers, heads, batch, seq)
+    "small": (128, 2, 4, 8, 64),
+    "medium": (256, 4, 8, 8, 128),
+    "large": (512, 4, 8, 8, 256),
+}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=10, help="steps per timed round")
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+def load_average() -> str:
+    return "load avg %.2f %.2f %.2f" % os.getloadavg()
 
-    cl.setup(device="CPU", mode="graph", seed=0, quiet=True)
+
+def cpu_peak_flops() -> tuple[float, str]:
+    """This CPU's fp32 peak from lscpu/cpuinfo: cores x clock x FLOPs/cycle, and the formula."""
+    info = open("/proc/cpuinfo").read()
+    flags = set(re.search(r"^flags\s*:(.*)$", info, re.M).group(1).split())
+    mhz = float(re.search(r"^cpu MHz\s*:\s*([\d.]+)", info, re.M).group(1))
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    max_mhz = re.search(r"CPU max MHz:\s*([\d.]+)", lscpu)
+    mhz = float(max_mhz.group(1)) if max_mhz else mhz
+    cores = len(os.sched_getaffinity(0))
+    lanes = 16 if "avx512f" in flags else 8 if {"avx", "avx2"} & flags else 4
+    fma = 2 if "fma" in flags else 1
+    fma_units = 2
+    per_cycle = lanes * fma * fma_units
+    peak = cores * mhz * 1e6 * per_cycle
+    formula = (f"{cores} cores x {mhz / 1000:.3f} GHz x {per_cycle} FLOPs/cycle ({lanes} fp32 lanes "
+               f"{'avx512f' if lanes == 16 else 'avx2' if lanes == 8 else 'sse'} x {fma} fma x "
+               f"{fma_units} FMA units) = {peak / 1e9:.1f} GFLOP/s")
+    return peak, formula
+
+
+def train_step_flops(cfg, batch: int, seq: int) -> float:
+    """Model FLOPs of one train step (formula in the module docstring)."""
+    h, f, V, L = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_layers
+    tokens = batch * seq
+    forward = 2 * tokens * (L * (4 * h * h + 3 * h * f) + V * h) + 4 * L * batch * seq * seq * h
+    return 3.0 * forward
+
+
+def build_pair(hidden, layers, heads, batch, seq, lr=1e-3, wd=0.1):
+    """The MindSpore train step and the torch train step on identical weights and batch."""
     from mindspore import Tensor
     from course_lib.training import AdamW, LossCell, TrainStep
-
-    cfg = baichuan.tiny(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
-                        intermediate_size=int(args.hidden * 8 / 3 + 31) // 32 * 32)
+    cfg = baichuan.tiny(hidden_size=hidden, num_layers=layers, num_heads=heads,
+                        intermediate_size=int(hidden * 8 / 3 + 31) // 32 * 32)
     ms_model = BaichuanForCausalLM(cfg)
     tmodel = TorchBaichuan(cfg)
     tmodel.load_from(state_dict(ms_model))
-
     rng = np.random.default_rng(0)
-    batch = rng.integers(7, cfg.vocab_size, (args.batch, args.seq + 1)).astype(np.int32)
-    x_ms, y_ms = Tensor(batch[:, :-1]), Tensor(batch[:, 1:])
-    x_t, y_t = torch.from_numpy(batch[:, :-1]).long(), torch.from_numpy(batch[:, 1:]).long()
-
-    lr, wd = 1e-3, 0.1
-    ms_step = TrainStep(LossCell(ms_model), AdamW(ms_model.trainable_params(), lr, weight_decay=wd), clip=1.0)
-    decay = [p for n, p in tmodel.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in tmodel.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
+    data = rng.integers(7, cfg.vocab_size, (batch, seq + 1)).astype(np.int32)
+    x_ms, y_ms = Tensor(data[:, :-1]), Tensor(data[:, 1:])
+    x_t, y_t = torch.from_numpy(data[:, :-1]).long(), torch.from_numpy(data[:, 1:]).long()
+    ms_step = TrainStep(LossCell(ms_model), AdamW(ms_model.trainable_params(), lr, weight_decay=wd),
+                        clip=1.0)
+    decay = [p for p in tmodel.parameters() if p.ndim >= 2]
+    no_decay = [p for p in tmodel.parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd},
+                             {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.999), eps=1e-8)
 
     def torch_step():
         opt.zero_grad(set_to_none=True)
-        logits = tmodel(x_t)
-        loss = F.cross_entropy(logits.view(-1, cfg.vocab_size), y_t.view(-1))
+        loss = F.cross_entropy(tmodel(x_t).view(-1, cfg.vocab_size), y_t.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(tmodel.parameters(), 1.0)
         opt.step()
         return loss.item()
 
-    # same network: the first losses (identical weights, identical batch) must agree
-    start = time.perf_counter()
-    first_ms = float(ms_step(x_ms, y_ms)[0].asnumpy())
-    compile_s = time.perf_counter() - start
-    first_t = torch_step()
-    print(f"config: hidden {cfg.hidden_size}, {cfg.num_layers} layers, {cfg.num_heads} heads, vocab "
-          f"{cfg.vocab_size}, {cfg.num_parameters():,} params; batch {args.batch} x seq {args.seq}")
-    print(f"first-step loss: MindSpore {first_ms:.5f} | torch {first_t:.5f} "
-          f"(same network: {abs(first_ms - first_t) < 1e-3}); MindSpore graph compile {compile_s:.1f} s")
-    torch_step()
+    def mindspore_step():
+        return float(ms_step(x_ms, y_ms)[0].asnumpy())   # asnumpy: wait for the step to end
 
-    best = {"mindspore": float("inf"), "torch": float("inf")}
-    for _ in range(args.rounds):
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            loss = ms_step(x_ms, y_ms)[0]
-        loss.asnumpy()
-        best["mindspore"] = min(best["mindspore"], (time.perf_counter() - t) / args.steps)
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            torch_step()
-        best["torch"] = min(best["torch"], (time.perf_counter() - t) / args.steps)
-    tokens = args.batch * args.seq
+    return cfg, mindspore_step, torch_step
+
+
+def timed(step, n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        step()
+    return (time.perf_counter() - start) / n
+
+
+def bench_size(name, hidden, layers, heads, batch, seq, rounds, round_s, peak):
+    load_before = load_average()
+    cfg, ms_step, t_step = build_pair(hidden, layers, heads, batch, seq)
+    start = time.perf_counter()
+    first_ms = ms_step()
+    compile_s = time.perf_counter() - start
+    first_t = t_step()
+    same = abs(first_ms - first_t) < 1e-3
+    steps = {"ms": ms_step, "torch": t_step}
+    n = {k: max(1, round(round_s / timed(f, 1))) for k, f in steps.items()}   # warm-up + calibrate
+    best = {k: float("inf") for k in steps}
+    for _ in range(rounds):                                   # interleaved: ms, torch, ms, ...
+        for k, f in steps.items():
+            best[k] = min(best[k], timed(f, n[k]))
+    tokens, flops = batch * seq, train_step_flops(cfg, batch, seq)
     tps = {k: tokens / v for k, v in best.items()}
-    print(f"train-step tokens/s: MindSpore graph {tps['mindspore']:,.0f} | PyTorch eager "
-          f"{tps['torch']:,.0f} (torch threads {torch.get_num_threads()}) | ratio MindSpore/PyTorch "
-          f"x{tps['mindspore'] / tps['torch']:.2f}")
+    gf = {k: flops / v / 1e9 for k, v in best.items()}
+    print(f"[{name}] hidden {hidden}, {layers} layers, {heads} heads, vocab {cfg.vocab_size}, "
+          f"{cfg.num_parameters():,} params, batch {batch} x seq {seq}; first loss MindSpore "
+          f"{first_ms:.5f} torch {first_t:.5f} ({'same network' if same else 'MISMATCH'}); "
+          f"MindSpore compile {compile_s:.1f} s")
+    print(f"[{name}] {load_before} -> {load_average()[9:]}; train step tokens/s: MindSpore graph "
+          f"{tps['ms']:,.0f} "
+          f"({gf['ms']:.1f} GFLOP/s, {100 * gf['ms'] * 1e9 / peak:.1f}% of peak) | PyTorch eager "
+          f"{tps['torch']:,.0f} ({gf['torch']:.1f} GFLOP/s, {100 * gf['torch'] * 1e9 / peak:.1f}% "
+          f"of peak) | ratio MindSpore/PyTorch x{tps['ms'] / tps['torch']:.2f}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="small,medium,large",
+                    help=f"comma-separated subset of {list(SIZES)}")
+    ap.add_argument("--hidden", type=int, help="a custom size instead of --sizes")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timed rounds")
+    ap.add_argument("--round-seconds", type=float, default=2.0, help="target length of a round")
+    ap.add_argument("--threads", type=int, help="threads of BOTH frameworks (default: their "
+                    "defaults, = cores); 1 shows kernel speed without thread-sync stalls on a "
+                    "busy machine")
+    args = ap.parse_args()
+
+    cl.setup(device="CPU", mode="graph", seed=0, quiet=True)
+    if args.threads:
+        import mindspore as ms
+        ms.set_context(runtime_num_threads=args.threads)
+        torch.set_num_threads(args.threads)
+    peak, formula = cpu_peak_flops()
+    import mindspore as ms
+    print(f"CPU: {platform.processor() or platform.machine()}, peak fp32 = {formula}; "
+          f"torch {torch.__version__} threads {torch.get_num_threads()}, MindSpore "
+          f"{ms.__version__} runtime_num_threads {ms.get_context('runtime_num_threads')}")
+    if args.hidden:
+        sizes = {"custom": (args.hidden, args.layers, args.heads, args.batch, args.seq)}
+    else:
+        sizes = {k: SIZES[k] for k in args.sizes.split(",")}
+    for name, dims in sizes.items():
+        bench_size(name, *dims, rounds=args.rounds, round_s=args.round_seconds, peak=peak)
 
 
 if __name__ == "__main__":

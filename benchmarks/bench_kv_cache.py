@@ -3,27 +3,39 @@
     .venv/bin/python benchmarks/bench_kv_cache.py [--hidden 256 --layers 4 --repeats 2]
 
 Prints tokens/s with and without the cache at 64 and 256 new tokens and their ratio.
-Both variants run in the same process, interleaved (cache, no cache, cache, ...), and the
-best repeat of each is kept, so a busy machine slows both alike. Greedy decoding, so both
-must produce the same tokens (checked).
+With the cache, ``generate`` runs its default engine (the compiled decode step, one slot
+written per token; compiled once per cache bucket before timing); without it every step
+recomputes the whole sequence (PyNative). Both variants run in the same process,
+interleaved (cache, no cache, cache, ...), and the best repeat of each is kept, so a busy
+machine slows both alike. Greedy decoding, so both must produce the same tokens (checked).
+Then ms per token against the position (``course_lib.experiments.decode_ms_by_position``):
+the first and last quarter of the steps, with and without the cache — flat vs growing.
+The load average is printed before and after.
 
-``--dispatch blocking`` sets ``MS_DEV_LAUNCH_BLOCKING=1`` for this process (before MindSpore
-is imported): PyNative then runs each operator synchronously instead of handing it to
-dispatch threads — on a small, busy CPU that removes most of the fixed per-step cost
-(see course_lib.inference, "PyNative's operator dispatch").
+By default (``--dispatch blocking``) ``MS_DEV_LAUNCH_BLOCKING=1`` is set for this process
+(before MindSpore is imported): PyNative then runs each operator synchronously instead of
+handing it to dispatch threads — on a small, busy CPU that removes most of the fixed
+per-step cost, so the no-cache baseline is PyNative at its fastest (see
+course_lib.inference, "PyNative's operator dispatch"); ``--dispatch async`` keeps
+MindSpore's default.
 """
 import argparse
 import os
 import sys
 import time
 
-if "--dispatch" in sys.argv and sys.argv[sys.argv.index("--dispatch") + 1:][:1] == ["blocking"]:
+if not ("--dispatch" in sys.argv and sys.argv[sys.argv.index("--dispatch") + 1:][:1] == ["async"]):
     os.environ["MS_DEV_LAUNCH_BLOCKING"] = "1"     # must precede the MindSpore import
 
 import course_lib as cl
 from course_lib import baichuan
 from course_lib.baichuan import BaichuanForCausalLM
+from course_lib.experiments import decode_ms_by_position
 from course_lib.generation import generate
+
+
+def load() -> str:
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
 
 
 def main():
@@ -34,9 +46,10 @@ def main():
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--new", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--dispatch", choices=("async", "blocking"), default="async",
-                    help="PyNative operator dispatch (MindSpore's default is async)")
+    ap.add_argument("--dispatch", choices=("async", "blocking"), default="blocking",
+                    help="PyNative dispatch of the no-cache baseline (MindSpore's default: async)")
     args = ap.parse_args()
+    print(load())
     print(f"PyNative dispatch: {args.dispatch}")
     cl.setup(device="CPU", mode="pynative", seed=0, quiet=True)
     cfg = baichuan.tiny(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
@@ -46,8 +59,8 @@ def main():
     print(f"model: Baichuan tiny twin (ALiBi), hidden {cfg.hidden_size}, {cfg.num_layers} layers, "
           f"{cfg.num_heads} heads, {cfg.num_parameters():,} parameters; prompt {args.prompt} tokens; "
           f"greedy; best of {args.repeats}")
-    generate(model, prompt, 4)                                    # warm-up
     for n in args.new:
+        generate(model, prompt, n)                                # compile this cache bucket
         best = {True: float("inf"), False: float("inf")}
         outs = {}
         for _ in range(args.repeats):
@@ -59,6 +72,15 @@ def main():
         tps = {k: n / v for k, v in best.items()}
         print(f"{n:4d} new tokens: with cache {tps[True]:7.1f} tok/s | without {tps[False]:7.1f} "
               f"tok/s | speed-up x{tps[True] / tps[False]:.2f}")
+    n = max(args.new)
+    for use_cache in (True, False):
+        run = decode_ms_by_position(model, prompt[0], n, use_cache=use_cache)
+        quarter = len(run.ms) // 4
+        first, last = run.ms[:quarter].mean(), run.ms[-quarter:].mean()
+        print(f"ms/token {'with' if use_cache else 'without':7s} cache, positions "
+              f"{run.positions[0]}-{run.positions[quarter - 1]}: {first:6.2f} | positions "
+              f"{run.positions[-quarter]}-{run.positions[-1]}: {last:6.2f} | last/first x{last / first:.2f}")
+    print(load())
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ How it works
 * ``prefill`` runs the prompts once and fills the KV cache; ``decode_step`` feeds one new
   token per row and attends to the cache (``use_cache=False`` recomputes everything — the
   baseline for the speed-up measurement).
+* ``generate`` decodes with a compiled step (``StaticDecodeStep``, GRAPH mode): the cache is
+  reserved at a fixed length (a power of two >= 64, the "bucket"), each step writes one
+  slot, so every step has the same shapes and the step compiles once per batch size and
+  bucket. The host sends the chosen ids and a small bias; only the logits come back.
 * Rows that produced EOS leave the batch (``DecodeState.select_rows``), the building block
   of dynamic batching in an inference server.
 * Logits processing happens in NumPy on (B, V) rows, in Hugging Face's order: repetition
@@ -20,11 +24,16 @@ How it works
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+import weakref
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+import mindspore as ms
+from mindspore import Tensor, nn
+
+from .layers import KVCache, attention_bias, positions_from_mask
+from .training import execution_mode
 
 from .validate import check_generate_args
 
@@ -80,6 +89,17 @@ def next_token_scores(logits, seen, *, temperature=1.0, top_k=0, top_p=1.0,
     return apply_top_p(scores, top_p)
 
 
+def choose_tokens(logits, seen, rngs, *, do_sample=False, temperature=1.0, top_k=0, top_p=1.0,
+                  repetition_penalty=1.0) -> list[int]:
+    """The next token of every row (``generate`` and ``inference.serve`` both use this):
+    argmax of the penalised logits, or a draw from row i's generator ``rngs[i]``."""
+    if not do_sample:
+        return [int(t) for t in np.argmax(apply_repetition_penalty(logits, seen, repetition_penalty), -1)]
+    probs = softmax(next_token_scores(logits, seen, temperature=temperature, top_k=top_k,
+                                      top_p=top_p, repetition_penalty=repetition_penalty))
+    return [int(rng.choice(probs.shape[-1], p=p)) for rng, p in zip(rngs, probs)]
+
+
 # --------------------------------------------------------------------------------------
 # Prefill / decode step: the engine, usable on its own (e.g. an inference-server chapter)
 # --------------------------------------------------------------------------------------
@@ -92,6 +112,7 @@ class DecodeState:
     logits: np.ndarray             # (B, V) float32: next-token logits of every row
     cache: object = None           # layers.KVCache, or None (recompute everything)
     rows: list = field(default_factory=list)
+    compiled: bool = False         # cache reserved at a fixed length, steps run compiled
 
     @property
     def batch_size(self) -> int:
@@ -99,6 +120,9 @@ class DecodeState:
 
     def select_rows(self, keep: Sequence[int]) -> "DecodeState":
         """Keep only the rows at positions ``keep`` (finished sequences leave the batch)."""
+        if self.compiled:
+            raise ValueError("A compiled decode state keeps its rows (fixed shapes); prefill "
+                             "without reserve() to let rows leave.")
         keep = list(keep)
         self.input_ids = self.input_ids[keep]
         self.attention_mask = self.attention_mask[keep]
@@ -112,8 +136,15 @@ class DecodeState:
             self.input_ids = self.input_ids[:, first_real:]
             self.attention_mask = self.attention_mask[:, first_real:]
             if self.cache is not None:
-                self.cache.keys = [k[:, :, first_real:] for k in self.cache.keys]
-                self.cache.values = [v[:, :, first_real:] for v in self.cache.values]
+                self.cache.drop_left(first_real)
+        return self
+
+    def reserve(self, slots: int) -> "DecodeState":
+        """Fix the cache at ``slots`` positions: later ``decode_step``s run the compiled step."""
+        if self.cache is None:
+            raise ValueError("Only a KV-cache state can be compiled: prefill with use_cache=True.")
+        self.cache.reserve(slots)
+        self.compiled = True
         return self
 
 
@@ -144,23 +175,7 @@ def left_pad(prompts_ids: Sequence[Sequence[int]], pad_id: int = 0):
     return ids, mask
 
 
-@contextmanager
-def pynative():
-    """Decoding passes a Python KV-cache object into the model: run it in PyNative mode
-    (e.g. right after graph-mode training) and restore the previous mode afterwards."""
-    import mindspore as ms
-    previous = ms.get_context("mode")
-    if previous != ms.PYNATIVE_MODE:
-        ms.set_context(mode=ms.PYNATIVE_MODE)
-    try:
-        yield
-    finally:
-        if previous != ms.PYNATIVE_MODE:
-            ms.set_context(mode=previous)
-
-
 def _forward_last(model, ids: np.ndarray, mask: np.ndarray, cache) -> np.ndarray:
-    from mindspore import Tensor
     # The mask goes in as a NumPy array: the model then builds the attention bias and the
     # positions on the host, in one transfer, instead of a dozen tiny device ops per step.
     logits = model(Tensor(ids), attention_mask=None if mask.all() else mask, cache=cache,
@@ -172,25 +187,103 @@ def prefill(model, prompts_ids, pad_id: int = 0, use_cache: bool = True) -> Deco
     """Run the (left-padded) prompts once; with ``use_cache`` keep their keys/values."""
     ids, mask = left_pad(prompts_ids, pad_id)
     cache = model.new_cache() if use_cache else None
-    with pynative():
+    with execution_mode("pynative"):    # a Python KV-cache object goes into the model
         logits = _forward_last(model, ids, mask, cache)
     return DecodeState(ids, mask, logits, cache, list(range(len(ids))))
 
 
-def decode_step(model, state: DecodeState, next_tokens) -> DecodeState:
-    """Append one token per row and compute the next logits (from the cache if present)."""
+def decode_step(model, state: DecodeState, next_tokens, mode: str = "graph") -> DecodeState:
+    """Append one token per row and compute the next logits (from the cache if present).
+    A ``compiled`` state runs ``StaticDecodeStep`` in ``mode`` ("graph"; "pynative" to
+    check that compiling changes nothing)."""
     next_tokens = np.asarray(next_tokens, np.int32).reshape(-1, 1)
     if len(next_tokens) != state.batch_size:
         raise ValueError(f"Got {len(next_tokens)} tokens for a batch of {state.batch_size} rows.")
     state.input_ids = np.concatenate([state.input_ids, next_tokens], 1)
     state.attention_mask = np.concatenate(
         [state.attention_mask, np.ones_like(next_tokens)], 1)
-    with pynative():
+    if state.compiled:
+        state.logits = _compiled_step(model, state, next_tokens, mode)
+        return state
+    with execution_mode("pynative"):
         if state.cache is not None:
             state.logits = _forward_last(model, next_tokens, state.attention_mask, state.cache)
         else:
             state.logits = _forward_last(model, state.input_ids, state.attention_mask, None)
     return state
+
+
+class StaticDecodeStep(nn.Cell):
+    """One token per row against cache buffers of a fixed length S: the same
+    ``DecoderLayer``s (``DecoderLayer.step``), the new key/value written into ``slot``.
+
+    Inputs: ``token`` (B, 1) int32; ``bias`` (B, H|1, 1, S) — ``attention_bias`` of the
+    token against every slot (empty slots and pads masked); ``cos``/``sin`` (B, 1, 1, d) or
+    None (ALiBi); ``slot`` (1, 1, S, 1) bool; ``keys``/``values``: one (B, H, S, d) tensor
+    per layer. Returns the next-token logits (B, V) and the updated buffers. Same shapes at
+    every step -> GRAPH mode compiles it once."""
+
+    def __init__(self, lm):
+        super().__init__(auto_prefix=False)
+        self.lm = lm
+
+    def construct(self, token, bias, cos, sin, slot, keys, values):
+        body = self.lm.model
+        h = body.embed_tokens(token)                                       # (B, 1, hidden)
+        new_keys, new_values = (), ()
+        for i, layer in enumerate(body.layers):
+            h, k, v = layer.step(h, bias, cos, sin, keys[i], values[i], slot)
+            new_keys, new_values = new_keys + (k,), new_values + (v,)
+        logits = self.lm.lm_head(body.norm(h))[:, -1].astype(ms.float32)
+        return logits, new_keys, new_values
+
+
+_STEP_CELLS = weakref.WeakKeyDictionary()     # model -> its StaticDecodeStep (compiled graphs)
+
+
+def cache_bucket(length: int, limit: int) -> int:
+    """Slots to reserve for ``length`` tokens: the next power of two >= 64, at most ``limit``
+    (few distinct shapes -> few compilations)."""
+    return min(limit, max(64, 1 << (int(length) - 1).bit_length()))
+
+
+def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0) -> DecodeState:
+    """``prefill`` with the compiled step: the left-padded prompt columns go in one at a
+    time (a pad's key is masked for everyone), into a cache of ``slots`` fixed slots. One
+    compiled graph serves the prompt and the generated tokens."""
+    ids, mask = left_pad(prompts_ids, pad_id)
+    c = model.config
+    cache = KVCache.zeros(c.num_layers, len(ids), c.num_heads, slots, c.head_dim)
+    state = DecodeState(ids[:, :0], mask[:, :0], None, cache, list(range(len(ids))), compiled=True)
+    for j in range(ids.shape[1]):
+        state.input_ids, state.attention_mask = ids[:, :j + 1], mask[:, :j + 1]
+        state.logits = _compiled_step(model, state, ids[:, j:j + 1])
+    return state
+
+
+def _compiled_step(model, state: DecodeState, tokens: np.ndarray, mode: str = "graph") -> np.ndarray:
+    """The last column of ``state.input_ids`` (``tokens``) through ``StaticDecodeStep``."""
+    width, slots = state.attention_mask.shape[1], state.cache.seq_len
+    if width > slots:
+        raise ValueError(f"The reserved cache ({slots} slots) is full; reserve more slots.")
+    mask = np.zeros((len(tokens), slots), np.int32)
+    mask[:, :width] = state.attention_mask
+    body = model.model
+    bias = attention_bias(1, slots, mask, body.slopes)     # the new token against every slot
+    cos = sin = None
+    if body.slopes is None:
+        cos, sin = body.rotary(positions_from_mask(mask)[:, width - 1:width])
+    slot = Tensor((np.arange(slots) == width - 1)[None, None, :, None])
+    step = _STEP_CELLS.get(model)
+    if step is None:
+        step = _STEP_CELLS[model] = StaticDecodeStep(model)
+    with execution_mode(mode):
+        # mutable: a tuple of Tensors is otherwise a compile-time CONSTANT in GRAPH mode
+        logits, keys, values = step(Tensor(tokens), bias, cos, sin, slot,
+                                    ms.mutable(tuple(state.cache.keys)),
+                                    ms.mutable(tuple(state.cache.values)))
+    state.cache.keys, state.cache.values = list(keys), list(values)
+    return logits.asnumpy()
 
 
 # --------------------------------------------------------------------------------------
@@ -231,33 +324,33 @@ def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float
     if max_new_tokens == 0:
         return outputs
 
-    state = prefill(model, prompts_ids, pad_id, use_cache)
-    vocab = state.logits.shape[-1]
-    seen = np.zeros((len(prompts_ids), vocab), bool)    # for the repetition penalty
+    if use_cache:                   # fixed shapes: the compiled step, prompt and new tokens
+        state = compiled_prefill(model, prompts_ids, cache_bucket(longest + max_new_tokens, limit),
+                                 pad_id)
+    else:
+        state = prefill(model, prompts_ids, pad_id, use_cache=False)
+    seen = np.zeros((len(prompts_ids), state.logits.shape[-1]), bool)   # repetition penalty
     for i, p in enumerate(prompts_ids):
         seen[i, p] = True
     rngs = [np.random.default_rng(seed + i) for i in range(len(prompts_ids))]
-
+    sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
+                    repetition_penalty=repetition_penalty)
+    done = [False] * len(prompts_ids)
     for step in range(max_new_tokens):
         rows = state.rows
-        if do_sample:
-            scores = next_token_scores(state.logits, seen[rows], temperature=temperature,
-                                       top_k=top_k, top_p=top_p,
-                                       repetition_penalty=repetition_penalty)
-            probs = softmax(scores)
-            chosen = [int(rngs[r].choice(vocab, p=probs[i])) for i, r in enumerate(rows)]
-        else:
-            scores = apply_repetition_penalty(state.logits, seen[rows], repetition_penalty)
-            chosen = [int(t) for t in np.argmax(scores, -1)]
+        chosen = choose_tokens(state.logits, seen[rows], [rngs[r] for r in rows], **sampling)
         keep = []
         for i, (r, tok) in enumerate(zip(rows, chosen)):
+            if done[r]:                 # a compiled batch keeps finished rows: ignore them
+                continue
             outputs[r].append(tok)
             seen[r, tok] = True
-            if tok not in eos:
+            done[r] = tok in eos
+            if not done[r]:
                 keep.append(i)
         if not keep or step == max_new_tokens - 1:
             break
-        if len(keep) < len(rows):
+        if len(keep) < len(rows) and not state.compiled:
             state.select_rows(keep)
             chosen = [chosen[i] for i in keep]
         decode_step(model, state, chosen)

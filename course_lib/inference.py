@@ -15,11 +15,12 @@ built on the prefill / decode-step engine of ``course_lib.generation``:
 path. Greedy decoding gives exactly the tokens ``generation.generate`` gives for each
 prompt alone: the attention mask hides the pads and positions count real tokens only.
 
-Part 2 — **a static-shape decode step** (``StaticDecodeStep``): the course model's KV cache
-is a growing Python object, fine for PyNative but not for graph compilation. Inference
-engines preallocate the cache at its maximum length and *write* each new key/value into
-its slot, so every step has the same shapes and GRAPH mode compiles the step once.
-``static_generate`` runs it (PyNative or GRAPH) and must give the same tokens too.
+Part 2 — **a static-shape decode step** (``StaticDecodeStep``): a growing Python KV cache
+is fine for PyNative but not for graph compilation. Inference engines preallocate the
+cache and *write* each new key/value into its slot, so every step has the same shapes and
+GRAPH mode compiles the step once. ``generation.generate`` decodes this way by default;
+``static_generate`` runs the step after an ordinary prefill, in PyNative or GRAPH mode,
+and must give the same tokens.
 """
 from __future__ import annotations
 
@@ -33,8 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .generation import (DecodeState, apply_repetition_penalty, decode_step, next_token_scores,
-                         prefill, softmax)
+from .generation import DecodeState, StaticDecodeStep, choose_tokens, decode_step, prefill
 
 
 # ======================================================================================
@@ -133,19 +133,10 @@ def poisson_arrivals(n: int, rate: float, seed: int = 0) -> list:
 
 def _pad_left(state: DecodeState, width: int, pad_id: int):
     """The state's ids/mask/cache widened to ``width`` columns by padding on the left."""
-    from mindspore import ops
     extra = width - state.input_ids.shape[1]
-    if extra == 0:
-        return state.input_ids, state.attention_mask, state.cache
     ids = np.pad(state.input_ids, ((0, 0), (extra, 0)), constant_values=pad_id)
     mask = np.pad(state.attention_mask, ((0, 0), (extra, 0)), constant_values=0)
-    cache = state.cache
-    if cache is not None:
-        def widen(t):
-            b, h, _, d = t.shape
-            return ops.cat((ops.zeros((b, h, extra, d), t.dtype), t), 2)
-        cache.keys = [widen(k) for k in cache.keys]
-        cache.values = [widen(v) for v in cache.values]
+    cache = None if state.cache is None else state.cache.pad_left(extra)
     return ids, mask, cache
 
 
@@ -153,17 +144,12 @@ def merge_states(running: DecodeState, joining: DecodeState, pad_id: int = 0) ->
     """New rows join a running batch: pad the narrower side on the left (ids, mask and the
     KV cache of every layer), then stack the rows. Padded columns are masked out and
     positions count real tokens only, so every row continues exactly as if it were alone."""
-    from mindspore import ops
     if (running.cache is None) != (joining.cache is None):
         raise ValueError("Both states must use the KV cache, or neither.")
     width = max(running.input_ids.shape[1], joining.input_ids.shape[1])
     ids_a, mask_a, cache_a = _pad_left(running, width, pad_id)
     ids_b, mask_b, cache_b = _pad_left(joining, width, pad_id)
-    cache = None
-    if cache_a is not None:
-        cache = cache_a
-        cache.keys = [ops.cat((a, b), 0) for a, b in zip(cache_a.keys, cache_b.keys)]
-        cache.values = [ops.cat((a, b), 0) for a, b in zip(cache_a.values, cache_b.values)]
+    cache = None if cache_a is None else cache_a.concat(cache_b)
     return DecodeState(np.concatenate([ids_a, ids_b]), np.concatenate([mask_a, mask_b]),
                        np.concatenate([running.logits, joining.logits]), cache,
                        list(running.rows) + list(joining.rows))
@@ -217,19 +203,13 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
             passes.append(("prefill", len(admitted)))
             state = joining if state is None else merge_states(state, joining, pad_id)
 
-        # 2. Choose the next token of every row (the same rules as generation.generate).
-        vocab = state.logits.shape[-1]
-        seen_rows = np.zeros((state.batch_size, vocab), bool)
+        # 2. Choose the next token of every row (the routine generation.generate uses).
+        seen_rows = np.zeros(state.logits.shape, bool)
         for i, rid in enumerate(state.rows):
             seen_rows[i, list(seen[rid])] = True
-        if do_sample:
-            probs = softmax(next_token_scores(state.logits, seen_rows, temperature=temperature,
-                                              top_k=top_k, top_p=top_p,
-                                              repetition_penalty=repetition_penalty))
-            chosen = [int(rngs[rid].choice(vocab, p=probs[i])) for i, rid in enumerate(state.rows)]
-        else:
-            scores = apply_repetition_penalty(state.logits, seen_rows, repetition_penalty)
-            chosen = [int(t) for t in np.argmax(scores, -1)]
+        chosen = choose_tokens(state.logits, seen_rows, [rngs[rid] for rid in state.rows],
+                               do_sample=do_sample, temperature=temperature, top_k=top_k,
+                               top_p=top_p, repetition_penalty=repetition_penalty)
 
         # 3. Record; finished rows leave the batch.
         t = now()
@@ -262,74 +242,9 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
 # ======================================================================================
 # Part 2: a decode step with static shapes (compiles in GRAPH mode)
 # ======================================================================================
-def _static_step_cell(model):
-    """Build the ``StaticDecodeStep`` Cell for ``model`` (imports MindSpore lazily)."""
-    import mindspore as ms
-    from mindspore import nn, ops
-    from .layers import apply_rotary
-
-    class StaticDecodeStep(nn.Cell):
-        """One token per row against a preallocated cache of fixed length S.
-
-        Inputs: ``token`` (B, 1) int32; ``bias`` (B, H|1, 1, S) float32 — 0 for visible
-        keys, -1e9 for empty slots and padding (+ ALiBi); ``cos``/``sin`` (B, 1, 1, d) —
-        the new token's RoPE angles (ones/zeros for ALiBi models); ``write`` (1, 1, S, 1)
-        float32 one-hot of the slot to fill; ``keys``/``values``: one (B, H, S, d) tensor
-        per layer. Returns the next-token logits (B, V) and the updated caches. The same
-        shapes at every step -> GRAPH mode compiles it once.
-        """
-
-        def __init__(self, lm):
-            super().__init__(auto_prefix=False)
-            self.lm = lm
-            self.rope = lm.config.position == "rope"
-
-        def construct(self, token, bias, cos, sin, write, keys, values):
-            body = self.lm.model
-            h = body.embed_tokens(token)                                   # (B, 1, hidden)
-            new_keys, new_values = (), ()
-            for i, layer in enumerate(body.layers):
-                attn = layer.self_attn
-                x = layer.input_layernorm(h)
-                batch = x.shape[0]
-                q, k, v = attn.project_qkv(x)
-                q, k, v = (ops.transpose(t.reshape(batch, 1, attn.num_heads, attn.head_dim),
-                                         (0, 2, 1, 3)) for t in (q, k, v))   # (B, H, 1, d)
-                if self.rope:
-                    q, k = apply_rotary(q, k, cos, sin)
-                keys_i = keys[i] * (1 - write) + k * write                 # write into the slot
-                values_i = values[i] * (1 - write) + v * write
-                scores = ops.matmul(q, ops.transpose(keys_i, (0, 1, 3, 2))).astype(ms.float32)
-                probs = ops.softmax(scores * attn.scale + bias, -1).astype(values_i.dtype)
-                out = ops.transpose(ops.matmul(probs, values_i), (0, 2, 1, 3))
-                h = h + attn.o_proj(out.reshape(batch, 1, attn.hidden_size))
-                h = h + layer.mlp(layer.post_attention_layernorm(h))
-                new_keys = new_keys + (keys_i,)
-                new_values = new_values + (values_i,)
-            logits = self.lm.lm_head(body.norm(h))[:, -1].astype(ms.float32)
-            return logits, new_keys, new_values
-
-    return StaticDecodeStep(model)
-
-
-def _host_step_inputs(config, mask: np.ndarray):
-    """Bias (B, H|1, 1, S) and RoPE cos/sin (B, 1, 1, d) of the token in the last filled
-    slot, computed with NumPy from the key mask (positions count real tokens only)."""
-    from .layers import MASK_VALUE, alibi_slopes, rope_inverse_frequencies
-    positions = np.maximum(np.cumsum(mask, -1) - 1, 0).astype(np.float32)     # (B, S)
-    query = mask.sum(-1, keepdims=True).astype(np.float32) - 1                 # (B, 1)
-    bias = np.where(mask > 0, 0.0, MASK_VALUE).astype(np.float32)[:, None, None, :]
-    head_dim = config.hidden_size // config.num_heads
-    if config.position == "alibi":
-        slopes = np.asarray(alibi_slopes(config.num_heads), np.float32)
-        bias = bias + slopes[None, :, None, None] * (positions - query)[:, None, None, :]
-        cos = np.ones((mask.shape[0], 1, 1, head_dim), np.float32)
-        sin = np.zeros_like(cos)
-    else:
-        freqs = query[:, :, None] * rope_inverse_frequencies(head_dim, config.rope_base)
-        angles = np.concatenate((freqs, freqs), -1)[:, None]                   # (B, 1, 1, d)
-        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-    return bias.astype(np.float32), cos, sin
+# The step itself is ``generation.StaticDecodeStep`` (what ``generate`` runs by default): the
+# model's own ``DecoderLayer.step`` against fixed-size ``KVCache`` buffers.
+_static_step_cell = StaticDecodeStep
 
 
 @dataclass
@@ -345,60 +260,38 @@ class StaticRun:
 
 
 def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "graph",
-                    eos_id=None, pad_id: int = 0, step_cell=None) -> StaticRun:
+                    eos_id=None, pad_id: int = 0) -> StaticRun:
     """Greedy decoding with ``StaticDecodeStep``: prefill with the ordinary model
     (PyNative), copy its KV cache into buffers of length prompt + ``max_new_tokens``, then
     decode with fixed shapes in ``mode`` ("graph" compiles the step once). Rows that finish
     keep computing (static batch) but their later tokens are discarded."""
-    import mindspore as ms
-    from mindspore import Tensor, ops
-    from .training import execution_mode
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     eos = set() if eos_id is None else ({int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id)))
     state = prefill(model, prompts_ids, pad_id)
     width = state.input_ids.shape[1]
-    total = width + max_new_tokens
-    if total > model.config.max_seq_len:
+    if width + max_new_tokens > model.config.max_seq_len:
         raise ValueError(f"prompt ({width}) + max_new_tokens ({max_new_tokens}) exceeds "
                          f"max_seq_len={model.config.max_seq_len}.")
-    batch = state.batch_size
-    grow = lambda t: ops.cat((t, ops.zeros((batch, t.shape[1], max_new_tokens, t.shape[3]),  # noqa: E731
-                                           t.dtype)), 2)
-    keys = tuple(grow(k) for k in state.cache.keys)
-    values = tuple(grow(v) for v in state.cache.values)
-    mask = np.zeros((batch, total), np.int32)
-    mask[:, :width] = state.attention_mask
-    step = step_cell or _static_step_cell(model)
-    outputs = [[] for _ in range(batch)]
-    done = [False] * batch
-    logits, compile_s, times = state.logits, 0.0, []
-    with execution_mode(mode):
-        for t in range(max_new_tokens):
-            chosen = np.argmax(logits, -1).astype(np.int32)
-            for i, tok in enumerate(chosen):
-                if not done[i]:
-                    outputs[i].append(int(tok))
-                    done[i] = int(tok) in eos
-            if all(done) or t == max_new_tokens - 1:
-                break
-            slot = width + t
-            mask[:, slot] = 1
-            bias, cos, sin = _host_step_inputs(model.config, mask)
-            write = np.zeros((1, 1, total, 1), np.float32)
-            write[0, 0, slot, 0] = 1.0
-            t0 = time.perf_counter()
-            # mutable: a tuple of Tensors is otherwise a compile-time CONSTANT in GRAPH mode
-            # (recompiled every step, and stale values baked into the graph).
-            out, keys, values = step(Tensor(chosen[:, None]), Tensor(bias), Tensor(cos),
-                                     Tensor(sin), Tensor(write),
-                                     ms.mutable(tuple(keys)), ms.mutable(tuple(values)))
-            logits = out.asnumpy()
-            elapsed = time.perf_counter() - t0
-            if t == 0:
-                compile_s = elapsed
-            else:
-                times.append(elapsed)
+    state.reserve(width + max_new_tokens)
+    outputs = [[] for _ in range(state.batch_size)]
+    done = [False] * state.batch_size
+    compile_s, times = 0.0, []
+    for t in range(max_new_tokens):
+        chosen = np.argmax(state.logits, -1).astype(np.int32)
+        for i, tok in enumerate(chosen):
+            if not done[i]:
+                outputs[i].append(int(tok))
+                done[i] = int(tok) in eos
+        if all(done) or t == max_new_tokens - 1:
+            break
+        t0 = time.perf_counter()
+        decode_step(model, state, chosen, mode=mode)
+        elapsed = time.perf_counter() - t0
+        if t == 0:
+            compile_s = elapsed
+        else:
+            times.append(elapsed)
     return StaticRun(outputs, mode, compile_s, times)
 
 

@@ -325,6 +325,8 @@ def _host_attention_bias(query_len, key_len, attention_mask, slopes) -> np.ndarr
 
 
 _matmul_transpose_b = ops.BatchMatMul(transpose_b=True)   # q @ kᵀ without materialising kᵀ
+_batch_matmul = ops.BatchMatMul()   # probs @ v: its gradient uses transpose flags, where
+                                    # ops.matmul's adds Transpose kernels (2x slower fwd+bwd)
 
 
 def masked_softmax(scores, bias, scale: float):
@@ -341,7 +343,8 @@ def attention_weights(q, k, bias, scale: float):
 
 class MaskedSoftmax(Float32Cell):
     """``masked_softmax`` as a Cell that stays float32 under mixed precision: the bias
-    (-1e9 for masked keys) and the softmax must not be computed in float16. The scores
+    (``MASK_VALUE`` = -1e4 for masked keys, plus ALiBi) and the softmax are computed in
+    float32. The scores
     themselves (q·kᵀ) may come from a float16 matmul, as in the reference code."""
 
     def __init__(self, scale: float):
@@ -359,11 +362,23 @@ class KVCache:
     """Keys and values of every token processed so far, per layer, shape (B, H, S, d).
 
     Decoding token t then costs one row of attention instead of recomputing all t rows.
-    ``select_rows`` drops finished sequences from the batch (dynamic batching)."""
+    Everything that changes the cache is one of its operations: ``append`` (a growing
+    cache, PyNative), ``pad_left`` / ``concat`` / ``select_rows`` / ``drop_left`` (rows
+    joining and leaving a batch: dynamic batching), ``reserve`` + ``write_slot`` (fixed
+    length buffers that a compiled decode step fills slot by slot)."""
 
     def __init__(self, num_layers: int):
         self.keys: list = [None] * num_layers
         self.values: list = [None] * num_layers
+
+    @classmethod
+    def zeros(cls, num_layers: int, batch: int, num_heads: int, slots: int, head_dim: int,
+              dtype=ms.float32) -> "KVCache":
+        """Empty fixed-size buffers (B, H, slots, d) per layer, to ``write_slot`` into."""
+        cache = cls(num_layers)
+        cache.keys = [ops.zeros((batch, num_heads, slots, head_dim), dtype) for _ in range(num_layers)]
+        cache.values = [ops.zeros((batch, num_heads, slots, head_dim), dtype) for _ in range(num_layers)]
+        return cache
 
     @property
     def seq_len(self) -> int:
@@ -373,7 +388,7 @@ class KVCache:
     def batch_size(self) -> int:
         return 0 if self.keys[0] is None else int(self.keys[0].shape[0])
 
-    def update(self, layer: int, k, v):
+    def append(self, layer: int, k, v):
         """Append this step's keys/values for ``layer``; return all of them."""
         if self.keys[layer] is not None:
             k = ops.cat((self.keys[layer], k), 2)
@@ -381,12 +396,48 @@ class KVCache:
         self.keys[layer], self.values[layer] = k, v
         return k, v
 
+    def _map(self, fn) -> "KVCache":
+        self.keys = [None if t is None else fn(t) for t in self.keys]
+        self.values = [None if t is None else fn(t) for t in self.values]
+        return self
+
     def select_rows(self, rows) -> "KVCache":
         """Keep only batch rows ``rows`` (in that order), e.g. after some sequences ended."""
         idx = Tensor(np.asarray(rows, dtype=np.int32))
-        self.keys = [None if t is None else ops.gather(t, idx, 0) for t in self.keys]
-        self.values = [None if t is None else ops.gather(t, idx, 0) for t in self.values]
+        return self._map(lambda t: ops.gather(t, idx, 0))
+
+    def drop_left(self, n: int) -> "KVCache":
+        """Forget the first ``n`` slots (columns that are padding in every row)."""
+        return self._map(lambda t: t[:, :, n:]) if n else self
+
+    def pad_left(self, n: int) -> "KVCache":
+        """``n`` empty slots in front (the attention mask must hide them)."""
+        def widen(t):
+            b, h, _, d = t.shape
+            return ops.cat((ops.zeros((b, h, n, d), t.dtype), t), 2)
+        return self._map(widen) if n else self
+
+    def concat(self, other: "KVCache") -> "KVCache":
+        """Stack ``other``'s rows under this cache's (both must have the same length)."""
+        if other.seq_len != self.seq_len:
+            raise ValueError(f"Cannot stack caches of {self.seq_len} and {other.seq_len} slots; "
+                             "pad_left the shorter one first.")
+        self.keys = [ops.cat((a, b), 0) for a, b in zip(self.keys, other.keys)]
+        self.values = [ops.cat((a, b), 0) for a, b in zip(self.values, other.values)]
         return self
+
+    def reserve(self, length: int) -> "KVCache":
+        """Empty slots on the right up to ``length``: fixed-size buffers to ``write_slot`` into."""
+        def grow(t):
+            b, h, s, d = t.shape
+            return ops.cat((t, ops.zeros((b, h, length - s, d), t.dtype)), 2)
+        return self._map(grow) if length > self.seq_len else self
+
+    @staticmethod
+    def write_slot(buffer, new, slot):
+        """``buffer`` (B, H, S, d) with the slot where ``slot`` (1, 1, S, 1) is True replaced
+        by ``new`` (B, H, 1, d): one select, the same shapes at every step."""
+        return ops.select(slot, new.astype(buffer.dtype).broadcast_to(buffer.shape), buffer)
 
     def nbytes(self) -> int:
         return sum(int(t.nbytes) for t in self.keys + self.values if t is not None)
@@ -425,22 +476,29 @@ class Attention(nn.Cell):
             return ops.split(self.W_pack(x), self.hidden_size, -1)   # [Q | K | V]
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
-    def _heads(self, t, batch, length):
-        return ops.transpose(t.reshape(batch, length, self.num_heads, self.head_dim), (0, 2, 1, 3))
-
-    def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
+    def heads(self, x, cos=None, sin=None):
+        """x (B, T, hidden) -> q, k, v (B, H, T, d), q and k rotated when RoPE is used."""
         batch, length, _ = x.shape
-        q, k, v = self.project_qkv(x)
-        q, k, v = (self._heads(t, batch, length) for t in (q, k, v))  # (B, H, T, d)
+        q, k, v = (ops.transpose(t.reshape(batch, length, self.num_heads, self.head_dim),
+                                 (0, 2, 1, 3)) for t in self.project_qkv(x))
         if cos is not None:
             q, k = apply_rotary(q, k, cos, sin)
-        if cache is not None:
-            k, v = cache.update(layer_idx, k, v)                      # (B, H, S, d)
+        return q, k, v
+
+    def attend(self, q, k, v, bias):
+        """softmax(q·kᵀ·scale + bias)·v for every head, merged and projected: (B, T, hidden)."""
+        batch, _, length, _ = q.shape
         probs = self.softmax(_matmul_transpose_b(q, k), bias)
         if v.dtype != ms.float32:
             probs = probs.astype(v.dtype)
-        out = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)).reshape(batch, length, self.hidden_size)
+        out = ops.transpose(_batch_matmul(probs, v), (0, 2, 1, 3)).reshape(batch, length, self.hidden_size)
         return self.o_proj(out)
+
+    def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
+        q, k, v = self.heads(x, cos, sin)                             # (B, H, T, d)
+        if cache is not None:
+            k, v = cache.append(layer_idx, k, v)                      # (B, H, S, d)
+        return self.attend(q, k, v, bias)
 
 
 class DecoderLayer(nn.Cell):
@@ -449,15 +507,23 @@ class DecoderLayer(nn.Cell):
     def __init__(self, config: DecoderConfig):
         super().__init__()
         c = config
-        self.self_attn = Attention(c.hidden_size, c.num_heads, c.fused_qkv, c.qkv_bias,
-                                   c.o_bias, c.init_std)
-        self.mlp = SwiGLU(c.hidden_size, c.intermediate_size, False, c.init_std)
+        self.self_attn = Attention(c.hidden_size, c.num_heads, fused_qkv=c.fused_qkv,
+                                   qkv_bias=c.qkv_bias, o_bias=c.o_bias, std=c.init_std)
+        self.mlp = SwiGLU(c.hidden_size, c.intermediate_size, bias=False, std=c.init_std)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
     def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
         x = x + self.self_attn(self.input_layernorm(x), bias, cos, sin, cache, layer_idx)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+    def step(self, x, bias, cos, sin, keys, values, slot):
+        """The same block for one new token per row against fixed-size cache buffers (the
+        compiled decode step): its key/value go into ``slot``; returns x, keys, values."""
+        q, k, v = self.self_attn.heads(self.input_layernorm(x), cos, sin)
+        keys, values = KVCache.write_slot(keys, k, slot), KVCache.write_slot(values, v, slot)
+        x = x + self.self_attn.attend(q, keys, values, bias)
+        return x + self.mlp(self.post_attention_layernorm(x)), keys, values
 
 
 class DecoderModel(nn.Cell):
@@ -521,7 +587,7 @@ class CausalLM(nn.Cell):
                             f"got {type(config).__name__}.")
         self.config = config
         self.model = self.model_class(config)
-        self.lm_head = _dense(config.hidden_size, config.vocab_size, False, config.init_std)
+        self.lm_head = _dense(config.hidden_size, config.vocab_size, bias=False, std=config.init_std)
 
     def new_cache(self) -> KVCache:
         return KVCache(self.config.num_layers)

@@ -11,6 +11,7 @@ from course_lib.baichuan import BaichuanForCausalLM
 from course_lib.internlm import InternLMForCausalLM, tiny as internlm_tiny
 from course_lib.hf_weights import state_dict
 from course_lib.memory import build_lazy, count_parameters
+from torch_baichuan import TorchBaichuan
 
 
 def test_13b_preset_is_the_published_architecture():
@@ -102,33 +103,10 @@ def test_graph_mode_equals_pynative():
 
 
 def _torch_baichuan13b_forward(sd, cfg, ids):
-    """Independent reference written after Hugging Face Baichuan-13B's modeling code:
-    ALiBi as slope * ABSOLUTE key position + an upper-triangular -inf mask."""
-    import math
-    t = {k: torch.from_numpy(np.asarray(v, np.float32)) for k, v in sd.items()}
-    h, H = cfg.hidden_size, cfg.num_heads
-    d = h // H
-    T = ids.shape[1]
-
-    def rms(x, w):
-        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps))
-    n = 2 ** math.floor(math.log2(H))
-    slopes = [2 ** (-8 / n * (i + 1)) for i in range(n)]
-    slopes += [2 ** (-8 / (2 * n) * (i + 1)) for i in range(2 * n)][0::2][:H - n]
-    alibi = torch.tensor(slopes)[:, None, None] * torch.arange(T)[None, None, :]
-    mask = torch.triu(torch.full((T, T), float("-inf")), 1)
-    x = t["model.embed_tokens.weight"][torch.from_numpy(ids).long()]
-    for i in range(cfg.num_layers):
-        p = f"model.layers.{i}."
-        y = rms(x, t[p + "input_layernorm.weight"])
-        q, k, v = (y @ t[p + "self_attn.W_pack.weight"].T).unflatten(-1, (3, h)).unbind(-2)
-        q, k, v = (z.view(1, T, H, d).transpose(1, 2) for z in (q, k, v))
-        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + alibi + mask, -1)
-        x = x + (att @ v).transpose(1, 2).reshape(1, T, h) @ t[p + "self_attn.o_proj.weight"].T
-        y = rms(x, t[p + "post_attention_layernorm.weight"])
-        g = torch.nn.functional.silu(y @ t[p + "mlp.gate_proj.weight"].T)
-        x = x + (g * (y @ t[p + "mlp.up_proj.weight"].T)) @ t[p + "mlp.down_proj.weight"].T
-    return (rms(x, t["model.norm.weight"]) @ t["lm_head.weight"].T).numpy()
+    """The shared independent reference (tests/torch_baichuan.py, written after Hugging Face
+    Baichuan-13B's modeling code: ALiBi as slope * ABSOLUTE key position + -inf mask)."""
+    with torch.no_grad():
+        return TorchBaichuan.from_state_dict(sd, cfg)(torch.from_numpy(ids).long()).numpy()
 
 
 def test_alibi_model_matches_independent_torch_reference():

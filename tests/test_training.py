@@ -127,6 +127,26 @@ def test_adamw_matches_torch_adamw_with_decoupled_decay(mode):
     assert int(opt.global_step.asnumpy()[0]) == 5
 
 
+def test_adamw_float16_parameter_matches_torch_rounded_each_step():
+    # float16 parameters skip the fused float32 kernel: float32 moments and math, the result
+    # stored in float16. Reference: torch AdamW on float32, rounded to float16 after each step.
+    rng = np.random.default_rng(5)
+    w0 = rng.normal(size=(4, 3)).astype(np.float16)
+    grads = [rng.normal(size=(4, 3)).astype(np.float16) for _ in range(4)]
+    w = Parameter(Tensor(w0), name="w16")
+    opt = AdamW([w], 0.01, weight_decay=0.1)
+    tw = torch.nn.Parameter(torch.from_numpy(w0.astype(np.float32)))
+    topt = torch.optim.AdamW([tw], lr=0.01, weight_decay=0.1)
+    for g in grads:
+        opt((Tensor(g),))
+        tw.grad = torch.from_numpy(g.astype(np.float32))
+        topt.step()
+        with torch.no_grad():
+            tw.copy_(tw.half().float())
+    assert w.dtype == ms.float16 and opt.moments1[0].dtype == ms.float32
+    np.testing.assert_allclose(w.asnumpy().astype(np.float32), tw.detach().numpy(), atol=1e-3)
+
+
 def test_adamw_rejects_empty_parameter_list():
     with pytest.raises(ValueError, match="no parameters"):
         AdamW([], 1e-3)

@@ -1,0 +1,31 @@
+"""course_lib.experiments: the decode-time measurement decodes exactly what ``generate`` does
+(with and without the KV cache) and reports one timing per generated step. No timed asserts."""
+import numpy as np
+import pytest
+
+from course_lib import baichuan
+from course_lib.baichuan import BaichuanForCausalLM
+from course_lib.experiments import decode_ms_by_position
+from course_lib.generation import generate
+
+PROMPT = [11, 12, 13, 14, 15]
+
+
+@pytest.fixture(scope="module")
+def model():
+    import course_lib as cl
+    cl.seed_everything(0)
+    return BaichuanForCausalLM(baichuan.tiny(hidden_size=32, num_layers=2, num_heads=4))
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decode_times_follow_generate(model, use_cache):
+    run = decode_ms_by_position(model, PROMPT, 6, use_cache=use_cache)
+    assert run.tokens == generate(model, [PROMPT], 6)[0]
+    assert run.positions.tolist() == [6, 7, 8, 9, 10]      # prompt 5 + each fed token
+    assert run.ms.shape == (5,) and np.all(run.ms > 0) and run.use_cache == use_cache
+
+
+def test_decode_times_errors(model):
+    with pytest.raises(ValueError, match="max_seq_len"):
+        decode_ms_by_position(model, PROMPT, 10_000)
