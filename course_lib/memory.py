@@ -299,7 +299,7 @@ class LoadPlan:
         return host_ok and (self.device_capacity is None or self.device_need <= self.device_capacity)
 
     def __str__(self) -> str:
-        g = lambda b: f"{b / GiB:.2f} GiB"   # noqa: E731
+        g = _human
         lines = [f"Memory plan: {self.name}, {self.parameters:,} parameters at {self.dtype}",
                  f"  host: weights {g(self.weights)} + largest tensor {g(self.largest_tensor)}"
                  f" = peak {g(self.host_peak)}; available {g(self.host_available)}"]
@@ -325,6 +325,10 @@ def load_plan(config, dtype: str = "bf16", host_available: int | None = None,
         host_available=host_available_bytes() if host_available is None else int(host_available),
         device=device, device_capacity=None if device_gib is None else int(device_gib * GiB),
         kv_cache=kv_cache_bytes(config, 1, config.max_seq_len, dt) if device_gib else 0)
+
+
+def _human(b: float) -> str:
+    return f"{b / GiB:.2f} GiB" if b >= GiB else f"{b / 2 ** 20:.2f} MiB"
 
 
 def _prod(shape) -> int:

@@ -55,7 +55,7 @@ def _ms_dtype(name: str):
 
 def family_of(hf_cfg: dict, config) -> str:
     """``baichuan-13b`` / ``baichuan-7b`` / ``internlm`` / ``llama``: selects the chat format
-    and stop ids (``course_lib.chat``)."""
+    and stop ids (``course_lib.conversation``)."""
     kind = hf_cfg.get("model_type")
     if kind == "baichuan":
         return "baichuan-13b" if config.position == "alibi" else "baichuan-7b"
