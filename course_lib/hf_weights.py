@@ -326,26 +326,31 @@ def _is_float_any(dtype) -> bool:
 
 def check_compatible(expected: Mapping, found: Mapping, *, source="checkpoint",
                      target="the model", strict: bool = True, skip=KNOWN_BUFFERS.search,
-                     model_names=None, extra_state_hint: str | None = None) -> dict:
+                     unexpected_ok: bool = False, model_names=None,
+                     extra_state_hint: str | None = None) -> dict:
     """THE checkpoint-compatibility check of the course. ``expected``/``found`` map names to
     shapes, ``(shape, dtype)`` pairs or arrays. Raises ``CheckpointError`` (a ``ValueError``)
     listing, in one format, each kind of problem with its diagnosis: shape mismatch, missing,
     unexpected keys inside layers the model has, extra/missing layers, non-float dtypes.
     Names matching ``skip`` (rotary ``inv_freq`` buffers) are skipped and reported.
-    ``strict=False`` tolerates missing/unexpected names, never wrong shapes or dtypes.
+    ``strict=False`` tolerates missing/unexpected names, never wrong shapes or dtypes;
+    ``unexpected_ok`` tolerates only unexpected ones (a file holding more than this Cell).
     With ``model_names`` and ``extra_state_hint``: when only non-model entries (optimizer
     state) differ, the hint is given instead of "another model"."""
-    exp_shapes, _ = _split_sig(expected)
+    exp_shapes, exp_dtypes = _split_sig(expected)
     got_shapes, got_dtypes = _split_sig(found)
     c = _classify(exp_shapes, got_shapes, skip or (lambda k: False))
     common = sorted(set(exp_shapes) & set(got_shapes))
     c["shape"] = [f"{k}: checkpoint {got_shapes[k]} vs model {exp_shapes[k]}"
                   for k in common if tuple(got_shapes[k]) != tuple(exp_shapes[k])]
-    c["dtype"] = [f"{k}: {got_dtypes[k]}" for k in common
-                  if k in got_dtypes and not _is_float_any(got_dtypes[k])]
+    c["dtype"] = [f"{k}: {got_dtypes[k]}" for k in common if k in got_dtypes and k in exp_dtypes
+                  and _is_float_any(exp_dtypes[k]) and not _is_float_any(got_dtypes[k])]
     report = {"missing": c["missing"], "unexpected": c["unexpected"] + c["extra_layers"],
               "skipped": c["skipped"]}
-    fatal = c["shape"] or c["dtype"] or (strict and (c["missing"] or report["unexpected"]))
+    if unexpected_ok:
+        c["unexpected"], c["extra_layers"] = [], []
+    fatal = c["shape"] or c["dtype"] or (strict and (c["missing"] or c["unexpected"]
+                                                     or c["extra_layers"]))
     if fatal:
         raise CheckpointError(_message(c, source, target, model_names, extra_state_hint))
     return report
