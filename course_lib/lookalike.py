@@ -188,7 +188,7 @@ def write_lookalike(directory, family: str, *, dtype: str = "bfloat16", fmt: str
     buffers = None
     if family == "internlm":
         inv = 1.0 / (10000 ** (torch.arange(0, config.head_dim, 2).float() / config.head_dim))
-        buffers = {f"model.layers.{i}.self_attn.rotary_emb.inv_freq": inv
+        buffers = {f"model.layers.{i}.self_attn.rotary_emb.inv_freq": inv.clone()
                    for i in range(config.num_layers)}
     write_weights(directory, random_state(config, seed), dtype, fmt, shards, buffers)
     _tokenizer_files(directory, family)
