@@ -69,7 +69,6 @@ def train_tokenizer(directory, family: str, vocab_size: int = 3000, n_docs: int 
     """A SentencePiece ``tokenizer.model`` trained on the news corpus with ``family``'s
     special-token layout (see the module docstring). Takes a few seconds."""
     import sentencepiece as spm
-    from sentencepiece import sentencepiece_model_pb2 as pb
     from .data import news_documents
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -84,13 +83,20 @@ def train_tokenizer(directory, family: str, vocab_size: int = 3000, n_docs: int 
         normalization_rule_name="identity", remove_extra_whitespaces=False,
         add_dummy_prefix=False, split_digits=True, num_threads=1, minloglevel=2)
     if family == "internlm":                       # <eoh>, <eoa> appended as whole pieces
-        proto = pb.ModelProto()
-        proto.ParseFromString(prefix.with_suffix(".model").read_bytes())
-        for piece in ("<eoh>", "<eoa>"):
-            proto.pieces.add(piece=piece, score=0.0, type=pb.ModelProto.SentencePiece.USER_DEFINED)
-        prefix.with_suffix(".model").write_bytes(proto.SerializeToString())
+        with open(prefix.with_suffix(".model"), "ab") as f:
+            f.write(_piece_record("<eoh>") + _piece_record("<eoa>"))
     prefix.with_suffix(".vocab").unlink(missing_ok=True)
     return prefix.with_suffix(".model")
+
+
+def _piece_record(piece: str) -> bytes:
+    """One more entry of ``ModelProto.pieces`` (field 1) in protobuf wire format: a
+    ``SentencePiece{piece=1, score=2, type=3: USER_DEFINED=4}``. Repeated fields append in
+    the order they appear, so writing it at the end of tokenizer.model adds the LAST id."""
+    import struct
+    name = piece.encode()
+    body = b"\x0a" + bytes([len(name)]) + name + b"\x15" + struct.pack("<f", 0.0) + b"\x18\x04"
+    return b"\x0a" + bytes([len(body)]) + body
 
 
 def _tokenizer_files(directory: Path, family: str) -> None:
