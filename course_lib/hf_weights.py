@@ -414,13 +414,32 @@ def _to_numpy_dtype(ms_dtype):
     return ml_dtypes.bfloat16 if ms_dtype == ms.bfloat16 else ms.dtype_to_nptype(ms_dtype)
 
 
-def copy_into(param, array) -> None:
-    """Copy one checkpoint array into ``param`` in the PARAMETER's dtype (bf16 included),
-    converting tensor by tensor — never the whole model at a wider dtype."""
+CHUNK_BYTES = 4 * 2 ** 20
+
+
+def copy_into(param, array, release: bool = False) -> None:
+    """Copy one checkpoint array into ``param`` in the PARAMETER's dtype (bf16 included).
+    The destination tensor is allocated once and filled through its shared NumPy view
+    (``Tensor.asnumpy()`` on the host) in row blocks of ~4 MB, converting the dtype per
+    block; with ``release`` (``array`` is a read-only file map) each block's file pages are
+    dropped once copied — so a 625 MB embedding never sits in memory twice."""
     from mindspore import Tensor
     target = _to_numpy_dtype(param.dtype)
-    arr = array if array.dtype == target else np.asarray(array).astype(target)
-    param.set_data(Tensor(np.ascontiguousarray(arr)))
+    dst = Tensor(np.zeros(array.shape, target))           # calloc: no pages touched yet
+    view = dst.asnumpy()
+    flat_src = array.reshape(array.shape[0], -1) if array.ndim else array.reshape(1, 1)
+    bf16 = np.dtype(target) == np.dtype(ml_dtypes.bfloat16)
+    # MindSpore's host bfloat16 is its own NumPy type: copy bf16 as raw 16-bit words
+    flat_dst = view.view(np.uint16) if bf16 else view
+    flat_dst = flat_dst.reshape(flat_src.shape)
+    step = max(1, CHUNK_BYTES // max(1, flat_src[0].nbytes))
+    for i in range(0, flat_src.shape[0], step):
+        block = flat_src[i:i + step]
+        converted = block if block.dtype == target else block.astype(target)
+        flat_dst[i:i + step] = converted.view(np.uint16) if bf16 else converted
+        if release:
+            drop_pages(block)
+    param.set_data(dst)
 
 
 def load_weights(model, source, strict: bool = True) -> dict:
@@ -439,7 +458,7 @@ def load_weights(model, source, strict: bool = True) -> dict:
         items = iter_checkpoint(source)
     for name, arr in items:
         if name in params:
-            copy_into(params[name], arr)
+            copy_into(params[name], arr, release=not isinstance(source, Mapping))
     return report
 
 

@@ -71,17 +71,30 @@ def compute_dtype_for(dtype: str, device: str) -> str:
 
 def build_empty(config, dtype: str):
     """The course model for ``config`` with un-allocated parameters of ``dtype``."""
+    import mindspore as ms
     from mindspore.nn.utils import no_init_parameters
     from .baichuan import BaichuanConfig, BaichuanForCausalLM
     from .internlm import InternLMForCausalLM
     cls = BaichuanForCausalLM if isinstance(config, BaichuanConfig) else InternLMForCausalLM
+    target = _ms_dtype(dtype)
     with no_init_parameters():
         model = cls(config)
-    target = _ms_dtype(dtype)
-    for p in model.get_parameters():
-        if p.dtype != target:
-            p.set_dtype(target)
+        if target != ms.float32:
+            _lazy_retype(model, target)
     return model
+
+
+def _lazy_retype(model, target) -> None:
+    """Replace every (still unallocated) parameter by an unallocated one of ``target``
+    dtype. ``Parameter.set_dtype`` would not do: on a lazy parameter it runs the
+    initializer, i.e. allocates and fills the whole model with random numbers first."""
+    from mindspore import Parameter
+    from mindspore.common.initializer import initializer
+    for _, cell in model.cells_and_names():
+        for attr, p in list(cell._params.items()):
+            if p is not None and p.dtype != target:
+                setattr(cell, attr, Parameter(initializer("zeros", p.shape, target), name=p.name,
+                                              requires_grad=p.requires_grad))
 
 
 def plan_for(config, dtype: str, host_memory_gib=None, device_memory_gib=None):
