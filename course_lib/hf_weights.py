@@ -427,6 +427,9 @@ def copy_into(param, array, release: bool = False) -> None:
     target = _to_numpy_dtype(param.dtype)
     dst = Tensor(np.zeros(array.shape, target))           # calloc: no pages touched yet
     view = dst.asnumpy()
+    if not np.shares_memory(view, dst.asnumpy()):          # a backend without a shared view
+        param.set_data(Tensor(np.ascontiguousarray(np.asarray(array).astype(target))))
+        return
     flat_src = array.reshape(array.shape[0], -1) if array.ndim else array.reshape(1, 1)
     bf16 = np.dtype(target) == np.dtype(ml_dtypes.bfloat16)
     # MindSpore's host bfloat16 is its own NumPy type: copy bf16 as raw 16-bit words
