@@ -31,6 +31,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.train import Callback
 
+from .hf_weights import check_compatible
 from .plots import LivePlot
 from .safeio import save_checkpoint_atomic
 
@@ -390,17 +391,8 @@ def restore_checkpoint(path, *cells: nn.Cell) -> dict:
         raise ValueError(f"Cannot read checkpoint {path}: corrupt or not a MindSpore "
                          f"checkpoint ({type(err).__name__}).") from err
     meta = {k: int(np.asarray(saved.pop(k).asnumpy())) for k in ("step", "epoch") if k in saved}
-    problems = []
-    for cell in cells:
-        for p in cell.get_parameters():
-            if p.name not in saved:
-                problems.append(f"missing {p.name}")
-            elif tuple(saved[p.name].shape) != tuple(p.shape):
-                problems.append(f"{p.name}: checkpoint {tuple(saved[p.name].shape)} vs "
-                                f"model {tuple(p.shape)}")
-    if problems:
-        raise ValueError(f"Checkpoint {path} does not fit ({len(problems)} problems): "
-                         f"{problems[:6]} — it was saved from a different model.")
+    check_compatible({p.name: tuple(p.shape) for cell in cells for p in cell.get_parameters()},
+                     saved, source=str(path), target="these cells", unexpected_ok=True)
     for cell in cells:
         ms.load_param_into_net(cell, saved)
     return meta

@@ -1,4 +1,4 @@
-"""Hugging Face-layout checkpoints <-> the course's Cell models (safetensors).
+"""Hugging Face-layout checkpoints <-> the course's Cell models.
 
 The course models use the Hugging Face parameter names, so a checkpoint maps one to one:
 
@@ -9,49 +9,88 @@ The course models use the Hugging Face parameter names, so a checkpoint maps one
     InternLM  the same, with ...self_attn.q_proj/k_proj/v_proj/o_proj.{weight,bias}
     (= Llama)
 
-Loading is strict: every expected name present, nothing unexpected, every shape equal,
-floating-point dtypes only; each failure raises ``CheckpointError`` saying what to do.
+What a real model directory looks like (the files the loaders below read):
 
-Real Baichuan-13B weights on ModelArts (or any machine with the files)
-----------------------------------------------------------------------
-1. Get the files of ``baichuan-inc/Baichuan-13B-Base`` (or -Chat) into the job's storage,
-   e.g. with ``huggingface-cli download`` / ``modelscope download`` on a machine with
-   internet, then copy them to OBS and mount/copy them into the notebook or training job
-   (``moxing.file.copy_parallel('obs://bucket/Baichuan-13B-Base', '/cache/Baichuan-13B-Base')``).
-2. The weights are sharded: an index JSON (``*.index.json``) whose ``weight_map`` says which
-   shard file holds each tensor. If the shards are PyTorch ``.bin`` pickles, convert them
-   once (needs ``torch``, in a process that did not import mindnlp):
-   ``convert_torch_checkpoint('/cache/Baichuan-13B-Base', '/cache/baichuan13b-st')``
-   — it writes ``model-0000i-of-0000n.safetensors`` + ``model.safetensors.index.json``.
-3. Build without allocating random weights, then stream the tensors in shard by shard:
-   ``model = load_pretrained('/cache/baichuan13b-st')`` (reads ``config.json``: hidden 5120
-   -> ALiBi), or ``with no_init_parameters(): model = BaichuanForCausalLM(baichuan_13b())``
-   then ``load_weights(model, '/cache/baichuan13b-st')``.
-   Budget ~26.5 GB of host memory for fp16 weights (53 GB as float32 on CPU); on Ascend
-   cast with ``model.to_float(ms.float16)``.
+* ``config.json`` + ``pytorch_model-0000i-of-0000n.bin`` shards + ``pytorch_model.bin.index.json``
+  (``{"metadata": {"total_size": ...}, "weight_map": {tensor name: shard file}}``) — what
+  huggingface.co/baichuan-inc/Baichuan-13B-Chat ships (three ``.bin`` shards and the
+  index, per its published file list) and internlm/internlm-chat-7b; or ``model-0000i-of-0000n.safetensors`` +
+  ``model.safetensors.index.json``; or a single ``model.safetensors``/``pytorch_model.bin``.
+* Other files in the folder (``training_args.bin``, optimizer states...) are never read:
+  only the files the index names.
+
+Reading is **shard by shard, tensor by tensor**: a shard is memory-mapped, each tensor is
+copied into its parameter in the parameter's dtype (bf16 stays bf16: NumPy gets
+``ml_dtypes.bfloat16``) in ~4 MB blocks, and the kernel is told to drop each block's file
+pages once copied. Peak host memory is the parameters plus a few MB (1.09x measured for
+a 142M-parameter bf16 load, tests/test_pretrained.py), not the checkpoint twice. PyTorch ``.bin``
+pickles go through ONE safe loader, ``course_lib.migration.convert.load_torch_bin``
+(``torch.load(weights_only=True)``, refusing anything but tensors).
+
+Loading is strict and every problem is diagnosed by one checker, ``check_compatible``
+(also used by ``LLMTrainer.load``, ``callbacks.restore_checkpoint``, LoRA adapters and the
+model zoo): missing keys, unexpected keys inside layers the model has, extra layers, wrong
+shapes, non-float dtypes — one message format, each with what to do. Known non-parameter
+buffers (rotary ``inv_freq``, which Llama-style checkpoints often carry) are skipped and
+listed, not fatal.
+
+``course_lib.pretrained.from_pretrained`` builds the model from the directory's own
+evidence and loads it in half precision; this module is the file layer underneath.
 """
 from __future__ import annotations
 
+import ctypes
 import json
+import mmap
+import re
 import struct
+import sys
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
+import ml_dtypes
 import numpy as np
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
+BIN_INDEX_NAME = "pytorch_model.bin.index.json"
+BIN_SINGLE_NAME = "pytorch_model.bin"
 CONFIG_NAME = "config.json"
 
-# safetensors dtype codes -> NumPy (BF16 has no NumPy type: widened to float32 exactly).
-_NP_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16,
+# safetensors dtype codes -> NumPy. BF16 is kept as bfloat16 (ml_dtypes), never widened.
+_NP_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
               "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
               "U8": np.uint8, "BOOL": np.bool_}
-_FLOAT_CODES = {"F64", "F32", "F16", "BF16"}
+FLOAT_DTYPES = (np.float64, np.float32, np.float16, ml_dtypes.bfloat16)
+# Buffers that checkpoints carry but that are not parameters (recomputed by the model).
+KNOWN_BUFFERS = re.compile(r"(^|\.)rotary_emb\.inv_freq$")
 
 
 class CheckpointError(ValueError):
     """A checkpoint that does not fit the model (or is not a valid file)."""
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype) in [np.dtype(d) for d in FLOAT_DTYPES]
+
+
+# --------------------------------------------------------------------------------------
+# Memory: give back the pages of a memory-mapped tensor once it has been copied
+# --------------------------------------------------------------------------------------
+_PAGE = mmap.PAGESIZE
+_MADV_DONTNEED = 4
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def drop_pages(array) -> None:
+    """Tell the kernel this process no longer needs the file pages behind ``array`` (a
+    read-only memory map: the data stays on disk and is re-read if touched again). Keeps the
+    resident set at "parameters + one tensor" while a shard is streamed. No-op off Linux."""
+    if _libc is None or array.nbytes < _PAGE:
+        return
+    start = array.ctypes.data // _PAGE * _PAGE
+    length = (array.ctypes.data + array.nbytes - start + _PAGE - 1) // _PAGE * _PAGE
+    _libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(length), _MADV_DONTNEED)
 
 
 # --------------------------------------------------------------------------------------
@@ -65,6 +104,11 @@ def _read_header(path: Path) -> tuple[dict, int]:
             raise CheckpointError(f"{path} is not a safetensors file (only {size} bytes). "
                                   "Re-download or re-save it.")
         (n,) = struct.unpack("<Q", raw)
+        if (n > size - 8 or n > 100_000_000) and (raw[:2] == b"PK" or raw[:1] == b"\x80"):
+            raise CheckpointError(f"{path} is a PyTorch pickle (.bin/.pt), not a safetensors "
+                                  "file: pass its model directory (with pytorch_model.bin."
+                                  "index.json), or read it with course_lib.migration.convert."
+                                  "load_torch_bin.")
         if n > size - 8 or n > 100_000_000:
             raise CheckpointError(f"{path} has a corrupt header (claims {n} header bytes in a "
                                   f"{size}-byte file). Re-download or re-save it.")
@@ -74,17 +118,16 @@ def _read_header(path: Path) -> tuple[dict, int]:
             raise CheckpointError(f"{path} has an unreadable header ({e}). It is not a valid "
                                   "safetensors file; re-download or re-save it.") from None
     header.pop("__metadata__", None)
-    data_start = 8 + n
     end = max((v["data_offsets"][1] for v in header.values()), default=0)
-    if data_start + end > size:
-        raise CheckpointError(f"{path} is truncated: the header needs {data_start + end} bytes "
+    if 8 + n + end > size:
+        raise CheckpointError(f"{path} is truncated: the header needs {8 + n + end} bytes "
                               f"but the file has {size}. Re-download or re-copy it.")
-    return header, data_start
+    return header, 8 + n
 
 
 def read_safetensors(path, names=None) -> dict[str, np.ndarray]:
-    """Tensors of one .safetensors file as NumPy arrays (memory-mapped, so a 10 GB shard is
-    not read until used). BF16 tensors are widened to float32 exactly."""
+    """Tensors of one .safetensors file as read-only NumPy views of a memory map (a 10 GB
+    shard is not read until used), in the file's dtype (BF16 -> ``ml_dtypes.bfloat16``)."""
     path = Path(path)
     header, start = _read_header(path)
     mm = np.memmap(path, dtype=np.uint8, mode="r")
@@ -97,10 +140,7 @@ def read_safetensors(path, names=None) -> dict[str, np.ndarray]:
             raise CheckpointError(f"{path}: tensor {name} has dtype {code}, which this loader "
                                   "does not read. Re-save the checkpoint as F32/F16/BF16.")
         a, b = info["data_offsets"]
-        arr = mm[start + a:start + b].view(_NP_DTYPES[code]).reshape(info["shape"])
-        if code == "BF16":  # bfloat16 = the top 16 bits of a float32
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
-        out[name] = arr
+        out[name] = mm[start + a:start + b].view(_NP_DTYPES[code]).reshape(info["shape"])
     return out
 
 
@@ -110,47 +150,96 @@ def safetensors_dtypes(path) -> dict[str, str]:
     return {k: v["dtype"] for k, v in header.items()}
 
 
-def load_state_dict(path) -> dict[str, np.ndarray]:
-    """A checkpoint as ``{name: array}``: a ``.safetensors`` file, or a directory with a
-    sharded ``*.safetensors.index.json`` or a single ``model.safetensors``."""
+def _read_shard(path: Path) -> dict[str, np.ndarray]:
+    """Memory-mapped, file-backed views of one shard (safetensors or a zip-format .bin)."""
+    if path.suffix == ".safetensors":
+        return read_safetensors(path)
+    from .migration.convert import load_torch_bin     # the one safe .bin loader
+    return load_torch_bin(path, mmap=True)
+
+
+def checkpoint_shards(path) -> list[tuple[Path, list | None]]:
+    """The files a checkpoint consists of, as ``[(file, [tensor names] or None)]``: through
+    ``model.safetensors.index.json`` or ``pytorch_model.bin.index.json`` when present (only
+    the shards the index names are read), else the single file."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"No checkpoint at {path}. Check the path (on ModelArts: was "
                                 "the OBS folder copied/mounted?).")
     if path.is_file():
-        return read_safetensors(path)
-    indexes = sorted(path.glob("*.safetensors.index.json"))
-    if indexes:
-        weight_map = json.loads(indexes[0].read_text())["weight_map"]
-        by_file: dict[str, list[str]] = {}
-        for name, shard in weight_map.items():
-            by_file.setdefault(shard, []).append(name)
-        state = {}
-        for shard, names in by_file.items():
-            shard_path = path / shard
-            if not shard_path.exists():
-                raise CheckpointError(f"{indexes[0].name} lists shard {shard}, which is missing "
+        return [(path, None)]
+    for index in (INDEX_NAME, BIN_INDEX_NAME):
+        if (path / index).exists():
+            try:
+                weight_map = json.loads((path / index).read_text())["weight_map"]
+            except (json.JSONDecodeError, KeyError) as e:
+                raise CheckpointError(f"{path / index} is not a valid index ({e!r}); "
+                                      "re-download it.") from None
+            by_file: dict[str, list] = {}
+            for name, shard in weight_map.items():
+                by_file.setdefault(shard, []).append(name)
+            lost = sorted(f for f in by_file if not (path / f).exists())
+            if lost:
+                raise CheckpointError(f"{index} lists shard(s) {lost[:3]} that are missing "
                                       f"from {path}. Copy all shards.")
-            tensors = read_safetensors(shard_path, set(names))
+            return [(path / f, names) for f, names in by_file.items()]
+    for single in (SINGLE_NAME, BIN_SINGLE_NAME):
+        if (path / single).exists():
+            return [(path / single, None)]
+    raise CheckpointError(f"{path} contains no {SINGLE_NAME}, {BIN_SINGLE_NAME} and no "
+                          f"{INDEX_NAME}/{BIN_INDEX_NAME}: it is not a model directory.")
+
+
+def iter_checkpoint(path, release: bool = True) -> Iterator[tuple[str, np.ndarray]]:
+    """``(name, array)`` for every tensor, one shard at a time. With ``release``, once the
+    consumer has handled a tensor (the loop resumes) its file pages are dropped
+    (``drop_pages``): the arrays are file-backed memory maps, so this only forgets the
+    cached copy."""
+    for shard, names in checkpoint_shards(path):
+        tensors = _read_shard(shard)
+        if names is not None:
             lost = sorted(set(names) - set(tensors))
             if lost:
-                raise CheckpointError(f"Shard {shard} lacks {len(lost)} tensor(s) its index "
-                                      f"promises, e.g. {lost[:3]}. The download is incomplete.")
-            state.update(tensors)
-        return state
-    if (path / SINGLE_NAME).exists():
-        return read_safetensors(path / SINGLE_NAME)
-    if list(path.glob("*.bin")) or list(path.glob("*.pt")):
-        raise CheckpointError(f"{path} holds PyTorch pickles (.bin), not safetensors. Convert "
-                              "them once with course_lib.hf_weights.convert_torch_checkpoint"
-                              f"('{path}', '<new dir>').")
-    raise CheckpointError(f"{path} contains no {SINGLE_NAME} and no *.safetensors.index.json.")
+                raise CheckpointError(f"Shard {shard.name} lacks {len(lost)} tensor(s) its "
+                                      f"index promises, e.g. {lost[:3]}. The download is incomplete.")
+        for name in (names if names is not None else list(tensors)):
+            arr = tensors.pop(name)
+            yield name, arr
+            if release:
+                drop_pages(arr)
+        del tensors
+
+
+def checkpoint_signature(path) -> dict[str, tuple[tuple, np.dtype]]:
+    """``{name: (shape, dtype)}`` of a checkpoint without reading its data (headers of
+    safetensors; for ``.bin`` the pickle's tensor records, memory-mapped)."""
+    sig = {}
+    for shard, names in checkpoint_shards(path):
+        if shard.suffix == ".safetensors":
+            header, _ = _read_header(shard)
+            items = {k: (tuple(v["shape"]), np.dtype(_NP_DTYPES.get(v["dtype"], np.uint8)))
+                     for k, v in header.items()}
+        else:
+            items = {k: (tuple(v.shape), v.dtype) for k, v in _read_shard(shard).items()}
+        wanted = names if names is not None else list(items)
+        lost = sorted(set(wanted) - set(items))
+        if lost:
+            raise CheckpointError(f"Shard {shard.name} lacks {len(lost)} tensor(s) its index "
+                                  f"promises, e.g. {lost[:3]}. The download is incomplete.")
+        sig.update({k: items[k] for k in wanted})
+    return sig
+
+
+def load_state_dict(path) -> dict[str, np.ndarray]:
+    """A whole checkpoint as ``{name: array}`` (memory-mapped views in the file's dtypes):
+    a ``.safetensors``/``.bin`` file, or a model directory (see ``checkpoint_shards``)."""
+    return dict(iter_checkpoint(path, release=False))
 
 
 def save_state_dict(state: Mapping[str, np.ndarray], directory, max_shard_bytes: int | None = None,
                     dtype=None) -> list[Path]:
     """Write ``model.safetensors``, or shards + ``model.safetensors.index.json`` when the
-    tensors exceed ``max_shard_bytes`` (the layout of the real Baichuan-13B checkpoint)."""
+    tensors exceed ``max_shard_bytes`` (the sharded Hugging Face layout)."""
     from safetensors.numpy import save_file
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -182,6 +271,129 @@ def save_state_dict(state: Mapping[str, np.ndarray], directory, max_shard_bytes:
 
 
 # --------------------------------------------------------------------------------------
+# The checkpoint-compatibility checker (one for the whole course)
+# --------------------------------------------------------------------------------------
+def _layer(name: str):
+    m = re.search(r"(?:^|\.)layers\.(\d+)\.", name)
+    return int(m.group(1)) if m else None
+
+
+def _family_hint(missing: list[str], unexpected: list[str]) -> str | None:
+    def has(names, part):
+        return any(part in n for n in names)
+    if has(unexpected, ".W_pack.") and has(missing, ".q_proj."):
+        return ("the checkpoint is Baichuan-format (fused W_pack) but the model has separate "
+                "q/k/v projections: build a BaichuanForCausalLM, or convert the state dict with "
+                "split_w_pack(state)")
+    if has(unexpected, ".q_proj.") and has(missing, ".W_pack."):
+        return ("the checkpoint has separate q_proj/k_proj/v_proj (InternLM/Llama format) but "
+                "the model uses Baichuan's fused W_pack: build an InternLMForCausalLM, or "
+                "convert the state dict with fuse_qkv(state)")
+    return None
+
+
+def _classify(expected, found, skip) -> dict[str, list]:
+    """Sort every name difference into one kind of problem."""
+    skipped = sorted(k for k in set(found) - set(expected) if skip(k))
+    unexpected = sorted(set(found) - set(expected) - set(skipped))
+    model_layers = {_layer(k) for k in expected} - {None}
+    extra_layers = [k for k in unexpected if _layer(k) is not None and _layer(k) not in model_layers]
+    ckpt_layers = {_layer(k) for k in found} - {None}
+    missing = sorted(set(expected) - set(found))
+    missing_layers = [k for k in missing if _layer(k) is not None and _layer(k) not in ckpt_layers]
+    return {"skipped": skipped, "missing": missing, "missing_layers": missing_layers,
+            "extra_layers": extra_layers,
+            "unexpected": [k for k in unexpected if k not in set(extra_layers)]}
+
+
+def _split_sig(sig) -> tuple[dict, dict]:
+    shapes, dtypes = {}, {}
+    for k, v in sig.items():
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], tuple):
+            shapes[k], dtypes[k] = v[0], v[1]
+        else:
+            shapes[k] = tuple(v.shape) if hasattr(v, "shape") else tuple(v)
+            if hasattr(v, "dtype"):
+                dtypes[k] = v.dtype
+    return shapes, dtypes
+
+
+def _is_float_any(dtype) -> bool:
+    try:
+        return is_float(dtype)
+    except TypeError:                      # a MindSpore dtype
+        return "float" in str(dtype).lower()
+
+
+def check_compatible(expected: Mapping, found: Mapping, *, source="checkpoint",
+                     target="the model", strict: bool = True, skip=KNOWN_BUFFERS.search,
+                     unexpected_ok: bool = False, model_names=None,
+                     extra_state_hint: str | None = None) -> dict:
+    """THE checkpoint-compatibility check of the course. ``expected``/``found`` map names to
+    shapes, ``(shape, dtype)`` pairs or arrays. Raises ``CheckpointError`` (a ``ValueError``)
+    listing, in one format, each kind of problem with its diagnosis: shape mismatch, missing,
+    unexpected keys inside layers the model has, extra/missing layers, non-float dtypes.
+    Names matching ``skip`` (rotary ``inv_freq`` buffers) are skipped and reported.
+    ``strict=False`` tolerates missing/unexpected names, never wrong shapes or dtypes;
+    ``unexpected_ok`` tolerates only unexpected ones (a file holding more than this Cell).
+    With ``model_names`` and ``extra_state_hint``: when only non-model entries (optimizer
+    state) differ, the hint is given instead of "another model"."""
+    exp_shapes, exp_dtypes = _split_sig(expected)
+    got_shapes, got_dtypes = _split_sig(found)
+    c = _classify(exp_shapes, got_shapes, skip or (lambda k: False))
+    common = sorted(set(exp_shapes) & set(got_shapes))
+    c["shape"] = [f"{k}: checkpoint {got_shapes[k]} vs model {exp_shapes[k]}"
+                  for k in common if tuple(got_shapes[k]) != tuple(exp_shapes[k])]
+    c["dtype"] = [f"{k}: {got_dtypes[k]}" for k in common if k in got_dtypes and k in exp_dtypes
+                  and _is_float_any(exp_dtypes[k]) and not _is_float_any(got_dtypes[k])]
+    report = {"missing": c["missing"], "unexpected": c["unexpected"] + c["extra_layers"],
+              "skipped": c["skipped"]}
+    if unexpected_ok:
+        c["unexpected"], c["extra_layers"] = [], []
+    fatal = c["shape"] or c["dtype"] or (strict and (c["missing"] or c["unexpected"]
+                                                     or c["extra_layers"]))
+    if fatal:
+        raise CheckpointError(_message(c, source, target, model_names, extra_state_hint))
+    return report
+
+
+def _message(c, source, target, model_names, extra_state_hint) -> str:
+    layers_of = lambda names: sorted({_layer(k) for k in names} - {None})  # noqa: E731
+    lines = [f"Checkpoint {source} does not fit {target}:"]
+    fam = _family_hint(c["missing"], c["unexpected"] + c["extra_layers"])
+    missing_in_layers = [k for k in c["missing"] if k not in set(c["missing_layers"])]
+    kinds = [
+        ("shape mismatch", c["shape"], "it was saved for another configuration (hidden size, "
+         "vocab, FFN width...): build the model from the checkpoint's own config.json "
+         "(course_lib.from_pretrained)"),
+        ("not floating point", c["dtype"], "weights must be F32/F16/BF16: is this really a "
+         "model checkpoint?"),
+        ("extra layers in checkpoint", c["extra_layers"], f"the checkpoint has more layers "
+         f"(up to layer {max(layers_of(c['extra_layers']), default=0)}) than the model: build "
+         "the model from the checkpoint's config"),
+        ("missing layers", c["missing_layers"], f"the model has layers "
+         f"{layers_of(c['missing_layers'])[:4]}... that the checkpoint lacks: pick the matching "
+         "config, or pass strict=False to load a partial checkpoint on purpose"),
+        ("missing in checkpoint", missing_in_layers, fam or "the model expects these "
+         "parameters and the file lacks them: a config flag (bias, fused W_pack) that does "
+         "not match, or an incomplete download"),
+        ("unexpected inside existing layers", c["unexpected"], fam or "tensors the model "
+         "does not have inside layers it does have: a config flag (bias...) that does not "
+         "match, or buffers this loader does not know (skip them explicitly)"),
+    ]
+    for title, names, why in kinds:
+        if names:
+            lines.append(f"  {title} ({len(names)}): {names[:4]} — {why}.")
+    if c["skipped"]:
+        lines.append(f"  skipped buffers ({len(c['skipped'])}): {c['skipped'][:2]} (not parameters).")
+    if model_names is not None and extra_state_hint:
+        names = c["missing"] + c["unexpected"] + c["extra_layers"] + [s.split(":")[0] for s in c["shape"]]
+        if not any(n in model_names for n in names) and not c["dtype"]:
+            lines.append("  " + extra_state_hint)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
 # Model <-> state dict
 # --------------------------------------------------------------------------------------
 def state_dict(model) -> dict[str, np.ndarray]:
@@ -189,70 +401,68 @@ def state_dict(model) -> dict[str, np.ndarray]:
     return {name: p.asnumpy() for name, p in model.parameters_and_names()}
 
 
-def _family_hint(missing: list[str], unexpected: list[str]) -> str:
-    def has(names, part):
-        return any(part in n for n in names)
-    if has(unexpected, ".W_pack.") and has(missing, ".q_proj."):
-        return (" The checkpoint is Baichuan-format (fused W_pack) but the model has separate "
-                "q/k/v projections: build a BaichuanForCausalLM, or convert the state dict with "
-                "split_w_pack(state).")
-    if has(unexpected, ".q_proj.") and has(missing, ".W_pack."):
-        return (" The checkpoint has separate q_proj/k_proj/v_proj (InternLM/Llama format) but "
-                "the model uses Baichuan's fused W_pack: build an InternLMForCausalLM, or "
-                "convert the state dict with fuse_qkv(state).")
-    if has(unexpected, "model.layers.") and not has(missing, "model.layers."):
-        return (" The checkpoint has more layers than the model: build the model from the "
-                "checkpoint's config (load_pretrained) or pick the matching preset.")
-    if has(missing, "model.layers.") and not has(unexpected, "model.layers."):
-        return (" The checkpoint has fewer layers/parts than the model: pick the matching "
-                "preset or pass strict=False to load a partial checkpoint on purpose.")
-    return " Check that the checkpoint belongs to this model family and preset."
+def model_signature(model) -> dict:
+    return {name: (tuple(p.shape), p.dtype) for name, p in model.parameters_and_names()}
 
 
 def check_state_dict(model, state: Mapping[str, np.ndarray], strict: bool = True) -> dict:
-    """Compare names, shapes and dtypes with the model; raise ``CheckpointError`` on any
-    problem (``strict=False`` tolerates missing/unexpected names, never wrong shapes)."""
-    params = dict(model.parameters_and_names())
-    missing = sorted(set(params) - set(state))
-    unexpected = sorted(set(state) - set(params))
-    if strict and (missing or unexpected):
-        parts = []
-        if missing:
-            parts.append(f"{len(missing)} missing key(s), e.g. {missing[:3]}")
-        if unexpected:
-            parts.append(f"{len(unexpected)} unexpected key(s), e.g. {unexpected[:3]}")
-        raise CheckpointError("Checkpoint does not match the model: " + "; ".join(parts) + "."
-                              + _family_hint(missing, unexpected))
-    bad_shapes, bad_dtypes = [], []
-    for name in sorted(set(params) & set(state)):
-        arr = state[name]
-        if tuple(arr.shape) != tuple(params[name].shape):
-            bad_shapes.append(f"{name}: checkpoint {tuple(arr.shape)} vs model "
-                              f"{tuple(params[name].shape)}")
-        if not np.issubdtype(np.asarray(arr).dtype, np.floating):
-            bad_dtypes.append(f"{name}: {np.asarray(arr).dtype}")
-    if bad_shapes:
-        raise CheckpointError(f"{len(bad_shapes)} tensor(s) have the wrong shape, e.g. "
-                              f"{bad_shapes[:3]}. The checkpoint was saved for another "
-                              "configuration (hidden size, vocab, FFN width...): build the "
-                              "model with the checkpoint's config (load_pretrained).")
-    if bad_dtypes:
-        raise CheckpointError(f"{len(bad_dtypes)} tensor(s) are not floating point, e.g. "
-                              f"{bad_dtypes[:3]}. Weights must be F32/F16/BF16: is this really "
-                              "a model checkpoint?")
-    return {"missing": missing, "unexpected": unexpected}
+    """``check_compatible`` between ``model`` and an in-memory ``{name: array}``."""
+    return check_compatible(model_signature(model), state, source="state dict", strict=strict)
+
+
+def _to_numpy_dtype(ms_dtype):
+    import mindspore as ms
+    return ml_dtypes.bfloat16 if ms_dtype == ms.bfloat16 else ms.dtype_to_nptype(ms_dtype)
+
+
+CHUNK_BYTES = 4 * 2 ** 20
+
+
+def copy_into(param, array, release: bool = False) -> None:
+    """Copy one checkpoint array into ``param`` in the PARAMETER's dtype (bf16 included).
+    The destination tensor is allocated once and filled through its shared NumPy view
+    (``Tensor.asnumpy()`` on the host) in row blocks of ~4 MB, converting the dtype per
+    block; with ``release`` (``array`` is a read-only file map) each block's file pages are
+    dropped once copied — so a 625 MB embedding never sits in memory twice."""
+    from mindspore import Tensor
+    target = _to_numpy_dtype(param.dtype)
+    dst = Tensor(np.zeros(array.shape, target))           # calloc: no pages touched yet
+    view = dst.asnumpy()
+    if not np.shares_memory(view, dst.asnumpy()):          # a backend without a shared view
+        param.set_data(Tensor(np.ascontiguousarray(np.asarray(array).astype(target))))
+        return
+    flat_src = array.reshape(array.shape[0], -1) if array.ndim else array.reshape(1, 1)
+    bf16 = np.dtype(target) == np.dtype(ml_dtypes.bfloat16)
+    # MindSpore's host bfloat16 is its own NumPy type: copy bf16 as raw 16-bit words
+    flat_dst = view.view(np.uint16) if bf16 else view
+    flat_dst = flat_dst.reshape(flat_src.shape)
+    step = max(1, CHUNK_BYTES // max(1, flat_src[0].nbytes))
+    for i in range(0, flat_src.shape[0], step):
+        block = flat_src[i:i + step]
+        converted = block if block.dtype == target else block.astype(target)
+        flat_dst[i:i + step] = converted.view(np.uint16) if bf16 else converted
+        if release:
+            drop_pages(block)
+    param.set_data(dst)
 
 
 def load_weights(model, source, strict: bool = True) -> dict:
-    """Copy a checkpoint (path or ``{name: array}``) into ``model`` after the strict checks.
-    Each array is cast to the parameter's dtype. Returns ``{'missing', 'unexpected'}``."""
-    from mindspore import Tensor
-    state = source if isinstance(source, Mapping) else load_state_dict(source)
-    report = check_state_dict(model, state, strict)
-    for name, param in model.parameters_and_names():
-        if name in state:
-            dtype = param.dtype
-            param.set_data(Tensor(np.ascontiguousarray(state[name], dtype=np.float32), dtype=dtype))
+    """Check, then copy a checkpoint (a path — file or model directory — or ``{name:
+    array}``) into ``model``, streaming shard by shard; each tensor is converted to its
+    parameter's dtype. Returns ``{'missing', 'unexpected', 'skipped'}``. Nothing is
+    copied unless the whole checkpoint fits."""
+    params = dict(model.parameters_and_names())
+    if isinstance(source, Mapping):
+        report = check_compatible(model_signature(model), source, source="state dict",
+                                  strict=strict)
+        items = iter(source.items())
+    else:
+        report = check_compatible(model_signature(model), checkpoint_signature(source),
+                                  source=str(source), strict=strict)
+        items = iter_checkpoint(source)
+    for name, arr in items:
+        if name in params:
+            copy_into(params[name], arr, release=not isinstance(source, Mapping))
     return report
 
 
@@ -287,11 +497,12 @@ def fuse_qkv(state: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------
-# config.json and whole-model save/load
+# config.json: which architecture is this directory?
 # --------------------------------------------------------------------------------------
 def hf_config(config) -> dict:
-    """A Hugging Face style ``config.json`` for a course config (with one course key,
-    ``position_embedding``, so ALiBi vs RoPE is explicit)."""
+    """A Hugging Face style ``config.json`` for a course config, with the real repos'
+    evidence keys (``architectures``, ``model_max_length`` vs ``max_position_embeddings``)
+    plus one course key, ``position_embedding``, so ALiBi vs RoPE is explicit."""
     c = config
     d = {"hidden_size": c.hidden_size, "intermediate_size": c.intermediate_size,
          "num_attention_heads": c.num_heads, "num_hidden_layers": c.num_layers,
@@ -299,7 +510,8 @@ def hf_config(config) -> dict:
          "tie_word_embeddings": False, "initializer_range": c.init_std,
          "position_embedding": c.position, "course_name": c.name}
     if c.fused_qkv:
-        d.update(architectures=["BaichuanForCausalLM"], model_type="baichuan")
+        arch = "BaichuanForCausalLM" if c.position == "alibi" else "BaiChuanForCausalLM"
+        d.update(architectures=[arch], model_type="baichuan")
     else:
         d.update(architectures=["InternLMForCausalLM"], model_type="internlm",
                  bias=bool(c.qkv_bias and c.o_bias))
@@ -310,31 +522,79 @@ def hf_config(config) -> dict:
     return d
 
 
+def baichuan_position(d: Mapping) -> str:
+    """ALiBi or RoPE for a Baichuan ``config.json``, from the file's own evidence — never
+    from the width. The two published families differ in three places:
+
+    * Baichuan-13B (baichuan-inc/Baichuan-13B-Base, -Chat): ``"architectures":
+      ["BaichuanForCausalLM"]`` and ``model_max_length`` (its ``configuration_baichuan.py``
+      has no ``max_position_embeddings``); ``modeling_baichuan.py`` builds the ALiBi mask
+      (``_get_interleave``/``_gen_alibi_mask``).
+    * Baichuan-7B (baichuan-inc/Baichuan-7B): ``["BaiChuanForCausalLM"]`` (capital C) and
+      ``max_position_embeddings``; RoPE. vLLM's registry maps the two class names the same
+      way (``BaiChuanForCausalLM`` = "Baichuan 7B", ROPE; ``BaichuanForCausalLM`` =
+      "Baichuan 13B", ALIBI).
+    * Baichuan2 (vocab 125696, ``z_loss_weight``) normalises ``lm_head`` rows (NormHead):
+      a different network, refused.
+    The course's own key ``position_embedding`` wins when present."""
+    if d.get("vocab_size") == 125696 or "z_loss_weight" in d:
+        raise CheckpointError("This is a Baichuan2 checkpoint (vocab 125696 / z_loss_weight): "
+                              "Baichuan2 normalises the lm_head rows (NormHead), which the "
+                              "course model does not implement. Use Baichuan-13B/-7B.")
+    if d.get("position_embedding") in ("alibi", "rope"):
+        return d["position_embedding"]
+    archs = set(d.get("architectures") or [])
+    votes = set()
+    if "BaichuanForCausalLM" in archs:
+        votes.add("alibi")
+    if "BaiChuanForCausalLM" in archs:
+        votes.add("rope")
+    has_mml, has_mpe = "model_max_length" in d, "max_position_embeddings" in d
+    if has_mml != has_mpe:
+        votes.add("alibi" if has_mml else "rope")
+    if len(votes) != 1:
+        raise CheckpointError(
+            f"Cannot tell ALiBi (Baichuan-13B) from RoPE (Baichuan-7B) from this config.json "
+            f"(architectures={sorted(archs)}, model_max_length={has_mml}, "
+            f"max_position_embeddings={has_mpe}): add \"position_embedding\": \"alibi\" or "
+            "\"rope\" to config.json.")
+    return votes.pop()
+
+
 def config_from_hf(d: Mapping):
-    """Course config from a ``config.json`` of Baichuan (7B/13B), InternLM or Llama."""
+    """Course config from a ``config.json`` of Baichuan-13B/-7B, InternLM(-chat)-7B or Llama.
+    InternLM-7B's config (internlm/internlm-7b, ``configuration_internlm.py`` in
+    InternLM/InternLM tools/transformers): ``model_type: internlm``, ``bias: true`` (q/k/v/o
+    biases), ``max_position_embeddings: 2048``, vocab 103168."""
     from .baichuan import BaichuanConfig
     from .internlm import InternLMConfig
     kind = d.get("model_type")
-    common = dict(vocab_size=d["vocab_size"], hidden_size=d["hidden_size"],
-                  num_layers=d["num_hidden_layers"], num_heads=d["num_attention_heads"],
-                  intermediate_size=d["intermediate_size"], rms_norm_eps=d.get("rms_norm_eps", 1e-6),
-                  init_std=d.get("initializer_range", 0.02), name=d.get("course_name", kind or "custom"))
+    if kind not in ("baichuan", "internlm", "llama"):
+        raise CheckpointError(f"Unknown model_type {kind!r} in config.json; the course loads "
+                              "'baichuan' (7B/13B), 'internlm' (first generation) and 'llama' "
+                              "(without GQA). InternLM2 ('internlm2') is not implemented.")
+    try:
+        common = dict(vocab_size=d["vocab_size"], hidden_size=d["hidden_size"],
+                      num_layers=d["num_hidden_layers"], num_heads=d["num_attention_heads"],
+                      intermediate_size=d["intermediate_size"],
+                      rms_norm_eps=d.get("rms_norm_eps", 1e-6),
+                      init_std=d.get("initializer_range", 0.02),
+                      name=d.get("course_name", kind))
+    except KeyError as e:
+        raise CheckpointError(f"config.json lacks {e}; it is not a complete model config.") from None
     if d.get("num_key_value_heads", d["num_attention_heads"]) != d["num_attention_heads"]:
         raise CheckpointError("This checkpoint uses grouped-query attention (num_key_value_heads "
                               "< num_attention_heads), which the course models do not implement.")
+    if d.get("rope_scaling"):
+        raise CheckpointError(f"rope_scaling={d['rope_scaling']} is not implemented by the course "
+                              "model; remove it only if you know the checkpoint does not need it.")
     max_len = d.get("model_max_length") or d.get("max_position_embeddings") or 4096
     if kind == "baichuan":
-        # Baichuan's config.json does not name its position scheme; the model files do:
-        # 13B (hidden 5120) is ALiBi, 7B (hidden 4096) is RoPE.
-        position = d.get("position_embedding") or ("alibi" if d["hidden_size"] == 5120 else "rope")
-        return BaichuanConfig(**common, max_seq_len=max_len, position=position,
+        return BaichuanConfig(**common, max_seq_len=max_len, position=baichuan_position(d),
                               rope_base=d.get("rope_theta", 10000.0))
-    if kind in ("internlm", "llama"):
-        bias = bool(d.get("bias", d.get("attention_bias", kind == "internlm")))
-        return InternLMConfig(**common, max_seq_len=max_len, rope_base=d.get("rope_theta", 10000.0),
-                              qkv_bias=bias, o_bias=bias)
-    raise CheckpointError(f"Unknown model_type {kind!r} in config.json; the course loads "
-                          "'baichuan', 'internlm' and 'llama' (without GQA).")
+    bias = bool(d.get("bias", d.get("attention_bias", kind == "internlm")))
+    return InternLMConfig(**common, max_seq_len=max_len, rope_base=d.get("rope_theta", 10000.0),
+                          qkv_bias=bias, o_bias=bias)
 
 
 def llama_config_kwargs(config) -> dict:
@@ -352,6 +612,24 @@ def llama_config_kwargs(config) -> dict:
                 mlp_bias=False, tie_word_embeddings=False, hidden_act="silu")
 
 
+def read_config(directory) -> dict:
+    """``directory/config.json`` as a dict, with errors that say what is wrong."""
+    directory = Path(directory)
+    if not directory.exists():
+        raise FileNotFoundError(f"No directory {directory}. Check the path (on ModelArts: was "
+                                "the OBS folder copied/mounted?).")
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory} is a file; pass the model DIRECTORY (with "
+                              "config.json), or build the model and call load_weights(model, file).")
+    if not (directory / CONFIG_NAME).exists():
+        raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}; build the model yourself and "
+                                "call load_weights(model, path).")
+    try:
+        return json.loads((directory / CONFIG_NAME).read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{directory / CONFIG_NAME} is not valid JSON ({e}).") from None
+
+
 def save_pretrained(model, directory, dtype=np.float32, max_shard_bytes: int | None = None) -> Path:
     """``config.json`` + safetensors weights (sharded if ``max_shard_bytes``) in Hugging Face
     layout. Returns the directory."""
@@ -364,49 +642,33 @@ def save_pretrained(model, directory, dtype=np.float32, max_shard_bytes: int | N
 
 
 def load_pretrained(directory, lazy: bool = True):
-    """Build the model described by ``directory/config.json`` and load its weights.
-    ``lazy`` builds under ``no_init_parameters`` so random weights are never allocated."""
-    from .baichuan import BaichuanConfig, BaichuanForCausalLM
-    from .internlm import InternLMForCausalLM
-    directory = Path(directory)
-    if not (directory / CONFIG_NAME).exists():
-        raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}; build the model yourself and "
-                                "call load_weights(model, path).")
-    config = config_from_hf(json.loads((directory / CONFIG_NAME).read_text()))
-    cls = BaichuanForCausalLM if isinstance(config, BaichuanConfig) else InternLMForCausalLM
-    if lazy:
-        from mindspore.nn.utils import no_init_parameters
-        with no_init_parameters():
-            model = cls(config)
-    else:
-        model = cls(config)
-    load_weights(model, directory)
-    return model
+    """Float32 course model from a Hugging Face directory (kept for chapter 06; for half
+    precision, memory planning and the real checkpoints use ``course_lib.from_pretrained``)."""
+    from .pretrained import from_pretrained
+    return from_pretrained(directory, dtype="float32", verbose=False)
 
 
 def convert_torch_checkpoint(src, dst) -> Path:
-    """PyTorch ``.bin`` shard(s) (+ ``pytorch_model.bin.index.json``) -> safetensors shards
-    + ``model.safetensors.index.json`` in ``dst`` (dtypes kept, bf16 included). Needs real
-    ``torch`` — run it in a process that has not imported mindnlp. Copies config.json."""
+    """PyTorch ``.bin`` shard(s) -> safetensors shards + ``model.safetensors.index.json`` in
+    ``dst`` (dtypes kept, bf16 included), through the index and the one safe loader. Not
+    needed for loading any more (``.bin`` directories load directly); useful to publish
+    safetensors. Copies config.json."""
     import shutil
-    import torch
-    from safetensors.torch import save_file
+    from safetensors.numpy import save_file
     src, dst = Path(src), Path(dst)
-    files = [src] if src.is_file() else sorted(src.glob("*.bin"))
-    if not files:
-        raise CheckpointError(f"No .bin files in {src}.")
+    shards = checkpoint_shards(src)
     dst.mkdir(parents=True, exist_ok=True)
     weight_map, total = {}, 0
-    for i, f in enumerate(files, 1):
-        tensors = torch.load(f, map_location="cpu", weights_only=True)
-        fname = f"model-{i:05d}-of-{len(files):05d}.safetensors"
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(dst / fname),
-                  metadata={"format": "pt"})
+    for i, (shard, names) in enumerate(shards, 1):
+        tensors = _read_shard(shard)
+        tensors = {k: np.ascontiguousarray(tensors[k]) for k in (names or list(tensors))}
+        fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(tensors, str(dst / fname), metadata={"format": "pt"})
         weight_map.update({k: fname for k in tensors})
-        total += sum(v.numel() * v.element_size() for v in tensors.values())
+        total += sum(v.nbytes for v in tensors.values())
         del tensors
     (dst / INDEX_NAME).write_text(json.dumps(
         {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
-    if not src.is_file() and (src / CONFIG_NAME).exists():
+    if src.is_dir() and (src / CONFIG_NAME).exists():
         shutil.copy(src / CONFIG_NAME, dst / CONFIG_NAME)
     return dst

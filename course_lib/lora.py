@@ -378,16 +378,16 @@ def _check_adapter_fits(model: nn.Cell, tensors: dict, meta: dict, strict_base: 
             raise ValueError(f"Adapter {source} expects {n!r} of shape (out={info['out']}, "
                              f"in={info['in']}), this model's layer is (out={c.out_channels}, "
                              f"in={c.in_channels}): a different model size.")
-        a, b = tensors.get(f"{n}.lora_A"), tensors.get(f"{n}.lora_B")
-        r = meta["r"]
-        if a is None or b is None or a.shape != (r, info["in"]) or b.shape != (info["out"], r):
-            raise ValueError(f"Adapter {source} is inconsistent for {n!r}: lora_A/lora_B missing "
-                             "or with wrong shapes; save it again.")
         if strict_base and _fingerprint(c.weight.asnumpy()) != info["base"]:
             raise ValueError(f"Adapter {source} was trained on a different base model: the weight "
                              f"of {n!r} differs from the one it was saved with. Load the same "
                              "base checkpoint first (or pass strict_base=False if you really "
                              "mean to apply it to another base).")
+    from .hf_weights import check_compatible
+    r = meta["r"]
+    check_compatible({f"{n}.lora_{x}": shape for n, i in meta["layers"].items()
+                      for x, shape in (("A", (r, i["in"])), ("B", (i["out"], r)))},
+                     tensors, source=f"adapter {source}", target="its own metadata (save it again)")
 
 
 def load_adapter(model: nn.Cell, path, strict_base: bool = True) -> LoRAReport:

@@ -38,6 +38,7 @@ import numpy as np
 from mindspore import Tensor, nn
 from mindspore.train import RunContext
 
+from .hf_weights import check_compatible
 from .runtime import defer_interrupt, keep_interrupt
 from .safeio import save_checkpoint_atomic
 from .validate import check_batch, check_learning_rate, check_token_ids, model_vocab_size
@@ -386,7 +387,13 @@ class LLMTrainer:
             optimizer_names = {p.name for p in self.train_step.get_parameters()} - model_names
             saved = {k: v for k, v in saved.items() if k not in optimizer_names
                      and not k.startswith(("adam_m.", "adam_v.", "moment"))}
-        self._check_fits(path, saved, expected, model_names, weights_only)
+        check_compatible({k: v for k, v in expected.items() if k != "learning_rate"},
+                         {k: v for k, v in saved.items() if k != "learning_rate"},
+                         source=str(path), target="this trainer's model"
+                         + ("" if weights_only else " + optimizer"), model_names=model_names,
+                         extra_state_hint="The weights fit; only the optimizer state differs "
+                         "(saved with another trainable selection?). Use load(path, "
+                         "weights_only=True).")
         if not weights_only:
             if "format" not in meta:
                 raise ValueError(f"{path} has no trainer state (not written by LLMTrainer.save); "
@@ -408,41 +415,6 @@ class LLMTrainer:
             self.history = json.loads(str(meta["history"]))
             self._iterator = None   # reopened (and fast-forwarded) by the next train()
         return self
-
-    @staticmethod
-    def _check_fits(path, saved, expected, model_names, weights_only):
-        # the schedule table is compared separately (a clearer message than a shape clash)
-        got = {k: tuple(v.shape) for k, v in saved.items() if k != "learning_rate"}
-        expected = {k: v for k, v in expected.items() if k != "learning_rate"}
-
-        def ordered(names):   # model parameters first: they say what is really different
-            return sorted(names, key=lambda k: (k.startswith(("adam_m.", "adam_v.")) or
-                                                "." not in k, k))
-
-        missing = ordered(set(expected) - set(got))
-        unexpected = ordered(set(got) - set(expected))
-        wrong = [f"{k}: checkpoint {got[k]} vs model {expected[k]}"
-                 for k in ordered(set(got) & set(expected)) if got[k] != expected[k]]
-        if not (missing or unexpected or wrong):
-            return
-        model_problem = any(k in model_names for k in missing) or any(
-            k.split(":")[0] in model_names for k in wrong) or any(
-            not k.startswith(("adam_m.", "adam_v.")) and "." in k for k in unexpected)
-        lines = [f"Checkpoint {path} does not fit this trainer's model"
-                 f"{'' if weights_only else ' + optimizer'}:"]
-        if wrong:
-            lines.append(f"  shape mismatch ({len(wrong)}): " + "; ".join(wrong[:4]))
-        if missing:
-            lines.append(f"  missing in checkpoint ({len(missing)}): {missing[:4]}")
-        if unexpected:
-            lines.append(f"  not in this model ({len(unexpected)}): {unexpected[:4]}")
-        if not model_problem:
-            lines.append("  The weights fit; only the optimizer state differs (saved with "
-                         "another trainable selection?). Use load(path, weights_only=True).")
-        else:
-            lines.append("  It was saved from a different model or configuration; build the "
-                         "same architecture (config) before loading.")
-        raise ValueError("\n".join(lines))
 
     def __repr__(self):
         return (f"LLMTrainer(step {self.step}/{self.total_steps}, trainable "

@@ -224,7 +224,10 @@ def _metrics(trainer, history) -> dict:
 
 def _load_weights(model, path: Path) -> None:
     import mindspore as ms
+    from .hf_weights import check_compatible
     params = ms.load_checkpoint(str(path))
+    check_compatible({p.name: tuple(p.shape) for p in model.get_parameters()}, params,
+                     source=str(path), target="the zoo model")
     not_loaded, unused = ms.load_param_into_net(model, params, strict_load=True)
     if not_loaded or unused:
         raise ValueError(f"{path} does not fit the model (missing {not_loaded[:3]}, "

@@ -2,6 +2,7 @@
 and bad checkpoints that must fail with errors saying what to do."""
 import json
 
+import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -60,7 +61,8 @@ def test_bf16_and_fp16_files_are_read_exactly(tmp_path):
     t = torch.randn(5, 7)
     save_file({"a": t.to(torch.bfloat16), "b": t.half()}, str(tmp_path / "x.safetensors"))
     got = read_safetensors(tmp_path / "x.safetensors")
-    np.testing.assert_array_equal(got["a"], t.to(torch.bfloat16).float().numpy())
+    assert got["a"].dtype == ml_dtypes.bfloat16 and got["b"].dtype == np.float16   # not widened
+    np.testing.assert_array_equal(got["a"].astype(np.float32), t.to(torch.bfloat16).float().numpy())
     np.testing.assert_array_equal(got["b"], t.half().numpy())
 
 
@@ -70,17 +72,21 @@ def test_torch_bin_conversion(model, tmp_path):
     sd = state_dict(model)
     names = sorted(sd)
     half = len(names) // 2
+    weight_map = {}
     for i, part in enumerate((names[:half], names[half:]), 1):   # two .bin shards, bf16
-        torch.save({k: torch.from_numpy(sd[k]).to(torch.bfloat16) for k in part},
-                   src / f"pytorch_model-0000{i}-of-00002.bin")
+        fname = f"pytorch_model-0000{i}-of-00002.bin"
+        torch.save({k: torch.from_numpy(sd[k]).to(torch.bfloat16) for k in part}, src / fname)
+        weight_map.update({k: fname for k in part})
+    (src / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": weight_map}))
     (src / "config.json").write_text(json.dumps(hf_config(model.config)))
-    with pytest.raises(CheckpointError, match="convert_torch_checkpoint"):
-        load_state_dict(src)
-    dst = convert_torch_checkpoint(src, tmp_path / "st")
-    loaded = load_pretrained(dst)
+    # a fine-tuning export's training_args.bin is a pickled Python object: never read
+    (src / "training_args.bin").write_bytes(b"\x80\x04\x95not weights")
     ref = {k: torch.from_numpy(v).to(torch.bfloat16).float().numpy() for k, v in sd.items()}
-    for k, v in state_dict(loaded).items():
-        np.testing.assert_array_equal(v, ref[k])
+    direct = load_pretrained(src)                       # .bin loads directly, through the index
+    dst = convert_torch_checkpoint(src, tmp_path / "st")  # and converts losslessly
+    for loaded in (direct, load_pretrained(dst)):
+        for k, v in state_dict(loaded).items():
+            np.testing.assert_array_equal(v, ref[k])
 
 
 def test_fuse_and_split_are_inverse(model):
@@ -97,20 +103,20 @@ def test_fuse_and_split_are_inverse(model):
 def test_missing_key(model):
     sd = state_dict(model)
     del sd["model.layers.1.mlp.up_proj.weight"]
-    with pytest.raises(CheckpointError, match=r"1 missing key.*up_proj"):
+    with pytest.raises(CheckpointError, match=r"missing in checkpoint \(1\).*up_proj"):
         load_weights(BaichuanForCausalLM(model.config), sd)
 
 
 def test_extra_key(model):
     sd = state_dict(model)
     sd["model.layers.9.mlp.up_proj.weight"] = sd["model.layers.1.mlp.up_proj.weight"]
-    with pytest.raises(CheckpointError, match=r"unexpected key.*more layers"):
+    with pytest.raises(CheckpointError, match=r"extra layers in checkpoint \(1\).*layers\.9.*more layers"):
         load_weights(BaichuanForCausalLM(model.config), sd)
 
 
 def test_wrong_shape(model):
     other = BaichuanForCausalLM(baichuan.tiny(hidden_size=64, num_heads=4))
-    with pytest.raises(CheckpointError, match=r"wrong shape.*another configuration"):
+    with pytest.raises(CheckpointError, match=r"shape mismatch.*another configuration"):
         load_weights(other, state_dict(model))
 
 
@@ -174,3 +180,71 @@ def test_config_from_real_style_config_json():
 def test_config_json_round_trip_for_both_families():
     for cfg in (baichuan.tiny(), baichuan.baichuan_7b(), internlm.internlm_7b(), internlm.tiny()):
         assert config_from_hf(hf_config(cfg)) == cfg
+
+
+# ------------------------------------------------------------------ diagnoses (issue 12)
+def test_key_inside_an_existing_layer_is_not_called_an_extra_layer(model):
+    sd = state_dict(model)
+    sd["model.layers.0.self_attn.o_proj.bias"] = np.zeros(32, np.float32)
+    with pytest.raises(CheckpointError, match=r"unexpected inside existing layers \(1\).*o_proj\.bias.*config flag") as e:
+        load_weights(BaichuanForCausalLM(model.config), sd)
+    assert "more layers" not in str(e.value)
+
+
+def test_rotary_buffers_are_skipped_and_listed(model):
+    sd = state_dict(model)
+    sd["model.layers.0.self_attn.rotary_emb.inv_freq"] = np.ones(4, np.float32)
+    report = load_weights(BaichuanForCausalLM(model.config), sd)
+    assert report["skipped"] == ["model.layers.0.self_attn.rotary_emb.inv_freq"]
+
+
+def test_bin_file_given_as_safetensors_says_pickle(tmp_path):
+    torch.save({"w": torch.ones(3)}, tmp_path / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="PyTorch pickle"):
+        read_safetensors(tmp_path / "pytorch_model.bin")
+
+
+def test_missing_directory_and_file_instead_of_directory(tmp_path, ckpt):
+    with pytest.raises(FileNotFoundError, match="No directory"):
+        load_pretrained(tmp_path / "nowhere")
+    with pytest.raises(CheckpointError, match="is a file; pass the model DIRECTORY"):
+        load_pretrained(ckpt / "model.safetensors")
+
+
+def test_bad_bin_shards_get_their_diagnosis(model, tmp_path):
+    from course_lib.migration.convert import UnsafeCheckpointError
+    sd = state_dict(model)
+    src = tmp_path / "bad"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps(hf_config(model.config)))
+    (src / "pytorch_model.bin.index.json").write_text(json.dumps(
+        {"weight_map": {k: "pytorch_model.bin" for k in sd}}))
+    torch.save({**{k: torch.from_numpy(v) for k, v in sd.items()}, "step": 3}, src / "pytorch_model.bin")
+    with pytest.raises(UnsafeCheckpointError, match="non-tensor entries.*step"):
+        load_pretrained(src)
+    torch.save({k: torch.from_numpy(v) for k, v in sd.items()}, src / "pytorch_model.bin")
+    data = (src / "pytorch_model.bin").read_bytes()
+    (src / "pytorch_model.bin").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        load_pretrained(src)
+    (src / "pytorch_model.bin").unlink()
+    with pytest.raises(CheckpointError, match=r"lists shard\(s\) \['pytorch_model.bin'\] that are missing"):
+        load_pretrained(src)
+
+
+def test_baichuan_position_comes_from_evidence_not_width():
+    base = {"model_type": "baichuan", "hidden_size": 256, "intermediate_size": 688,
+            "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 1000}
+    assert config_from_hf(dict(base, architectures=["BaichuanForCausalLM"],
+                               model_max_length=4096)).position == "alibi"   # 13B layout, any width
+    assert config_from_hf(dict(base, architectures=["BaiChuanForCausalLM"],
+                               max_position_embeddings=4096)).position == "rope"
+    assert config_from_hf(dict(base, model_max_length=4096)).position == "alibi"
+    for unclear in (base, dict(base, model_max_length=8, max_position_embeddings=8),
+                    dict(base, architectures=["BaichuanForCausalLM"], max_position_embeddings=8)):
+        with pytest.raises(CheckpointError, match='add "position_embedding"'):
+            config_from_hf(unclear)
+    with pytest.raises(CheckpointError, match="Baichuan2.*NormHead"):
+        config_from_hf(dict(base, vocab_size=125696, architectures=["BaichuanForCausalLM"]))
+    with pytest.raises(CheckpointError, match="InternLM2"):
+        config_from_hf(dict(base, model_type="internlm2"))

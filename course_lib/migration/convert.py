@@ -73,25 +73,33 @@ class ConversionReport:
 # Reading PyTorch pickles safely
 # --------------------------------------------------------------------------------------
 def _tensor_to_numpy(t) -> np.ndarray:
+    """A zero-copy NumPy view of a CPU tensor in ITS dtype: bfloat16 (which NumPy lacks)
+    becomes ``ml_dtypes.bfloat16`` through a bit-level view, never a float32 copy."""
+    import ml_dtypes
     import torch
-    if t.dtype == torch.bfloat16:            # NumPy has no bfloat16: widen exactly
-        return t.detach().to(torch.float32).cpu().numpy()
-    return t.detach().cpu().numpy()
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
 
 
-def load_torch_bin(path) -> dict[str, np.ndarray]:
-    """One PyTorch ``.bin``/``.pt`` file -> ``{name: array}``, refusing unsafe pickles.
+def load_torch_bin(path, mmap: bool = False) -> dict[str, np.ndarray]:
+    """One PyTorch ``.bin``/``.pt`` file -> ``{name: array}`` — THE course's only way to open
+    a pickle, refusing unsafe ones.
 
     ``torch.load(weights_only=True)`` only rebuilds tensors, dicts, lists and numbers; a
     pickle that references any other Python object (a class, ``os.system``...) is
-    rejected before anything runs."""
+    rejected before anything runs. Arrays keep the file's dtype (bf16 included). With
+    ``mmap=True`` the file is memory-mapped (zip-format ``.bin``, what ``torch.save``
+    writes since PyTorch 1.6) and the arrays are views of the map: nothing is read until
+    used, which is how ``hf_weights`` streams a 10 GB shard."""
     from .mapping import real_torch
     torch = real_torch()
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"No PyTorch checkpoint at {path}.")
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
         reason = str(err).strip().splitlines()
         detail = next((l.strip() for l in reason if "GLOBAL" in l or "Unsupported" in l), reason[0] if reason else "")
@@ -100,10 +108,10 @@ def load_torch_bin(path) -> dict[str, np.ndarray]:
             f"that torch.load(weights_only=True) will not rebuild ({detail}). Loading it "
             "unrestricted could execute arbitrary code, so it is refused. Ask the publisher "
             "for a .safetensors file, or re-save a state_dict of tensors only.") from None
-    except (RuntimeError, EOFError, OSError) as err:
+    except (RuntimeError, EOFError, OSError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise CheckpointError(f"{path} is not a readable PyTorch checkpoint ({type(err).__name__}: "
-                              f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}). "
-                              "Re-download or re-save it.") from None
+                              f"{first}). It is truncated or corrupt: re-download or re-save it.") from None
     if isinstance(obj, Mapping) and "state_dict" in obj and isinstance(obj["state_dict"], Mapping):
         obj = obj["state_dict"]          # Lightning-style wrapper: the weights are inside
     if not isinstance(obj, Mapping):
@@ -128,19 +136,17 @@ def read_torch_checkpoint(path) -> tuple[dict[str, np.ndarray], str]:
             return load_torch_bin(path), "pytorch-pickle"
         raise CheckpointError(f"Unknown checkpoint type {path.suffix!r} ({path}); expected "
                               f".safetensors or one of {TORCH_SUFFIXES}.")
-    if list(path.glob("*.safetensors")):
-        return dict(hf_weights.load_state_dict(path)), "safetensors"
-    shards = sorted(p for s in TORCH_SUFFIXES for p in path.glob(f"*{s}"))
-    if shards:
-        state = {}
-        for shard in shards:
-            part = load_torch_bin(shard)
-            dup = sorted(set(part) & set(state))
-            if dup:
-                raise CheckpointError(f"{shard.name} repeats tensors of another shard, e.g. {dup[:3]}.")
-            state.update(part)
-        return state, "pytorch-pickle"
-    raise CheckpointError(f"{path} holds no .safetensors and no {'/'.join(TORCH_SUFFIXES)} files.")
+    shards = hf_weights.checkpoint_shards(path)          # through the index when present
+    state = {}
+    for shard, names in shards:
+        part = (dict(hf_weights.load_state_dict(shard)) if shard.suffix == ".safetensors"
+                else load_torch_bin(shard))
+        dup = sorted(set(part) & set(state))
+        if dup:
+            raise CheckpointError(f"{shard.name} repeats tensors of another shard, e.g. {dup[:3]}.")
+        state.update({k: part[k] for k in (names or list(part))})
+    fmt = "safetensors" if shards[0][0].suffix == ".safetensors" else "pytorch-pickle"
+    return state, fmt
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,14 @@
+"""ch15 checkers accept the reference answers and reject wrong ones (with their hint)."""
+from course_lib.check import ch15
+from course_lib.check.__main__ import self_test_one
+from course_lib.check.common import EXERCISES
+
+
+def test_peak_number():
+    assert ch15.peak_gib(ch15._peak_gib())
+    assert not ch15.peak_gib(13.64) and not ch15.peak_gib("lots")   # weights only: forgot the tensor
+
+
+def test_prompt_checker_self_test():
+    for name in ("ch15.peak_gib", "ch15.internlm_prompt"):
+        assert self_test_one(EXERCISES[name]) == [], name
