@@ -176,3 +176,12 @@ def test_profile_resolves_for_linux_aarch64_python311_binary_wheels():
                 if p[1].split("<")[0].split(">")[0] not in FREEZE_OMITS}
     assert [p for p in problems if modelarts.allowed(p) is None] == []
     assert {p[0] for p in problems} >= {"mindnlp"}
+
+
+def test_installer_and_package_accept_the_same_mindspore():
+    import tomllib
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    spec = [d for d in deps if d.startswith("mindspore")]
+    assert spec == [f"mindspore{modelarts.MINDSPORE}"] or \
+        modelarts.SpecifierSet(spec[0].removeprefix("mindspore")) == modelarts.MINDSPORE
+    assert "2.7.1" in modelarts.MINDSPORE and "2.7.0rc1" not in modelarts.MINDSPORE

@@ -28,12 +28,14 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "requirements-modelarts.txt"
 KERNEL = "mindspore-course"
 PROTECTED = re.compile(r"^mindspore($|-)")   # mindspore, mindspore-ascend, mindspore-lite, ...
+MINDSPORE = SpecifierSet(">=2.7.0,<2.8")    # what course_lib accepts (pyproject.toml)
 # Requirements that may stay unmet after the install, and why (printed, never silent).
 ALLOWED_UNMET = {
     ("mindnlp", "mindspore"): "mindnlp 0.5.1 caps mindspore<=2.7.0; chapter 11 was measured on "
@@ -186,6 +188,9 @@ def check() -> dict:
     """Steps 1-2: find MindSpore, dry-run the profile, refuse if the plan is unsafe."""
     ms = find_mindspore()
     print(f"MindSpore in this environment: {ms.metadata['Name']} {fingerprint(ms)}")
+    if Version(ms.version) not in MINDSPORE:
+        raise SystemExit(f"MindSpore {ms.version}: the course needs {MINDSPORE} (measured on "
+                         "2.7.0 and 2.7.1). Pick the mindspore_2.7.1 preset image.")
     if sys.version_info[:2] != (3, 11):
         raise SystemExit(f"Python {sys.version.split()[0]}: the course needs Python 3.11.")
     report = pip_report(["--no-deps", "-r", str(PROFILE)])
