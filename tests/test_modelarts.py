@@ -185,3 +185,24 @@ def test_installer_and_package_accept_the_same_mindspore():
     assert spec == [f"mindspore{modelarts.MINDSPORE}"] or \
         modelarts.SpecifierSet(spec[0].removeprefix("mindspore")) == modelarts.MINDSPORE
     assert "2.7.1" in modelarts.MINDSPORE and "2.7.0rc1" not in modelarts.MINDSPORE
+
+
+def test_instructor_page_names_every_notebook_and_test_that_needs_pytorch():
+    """torch is optional on ModelArts: the page must list exactly what needs it."""
+    import json
+    page = (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
+    english = page[page.index("# English"):]
+    needs = {p.stem for p in (ROOT / "tests").glob("test_*.py")
+             if re.search(r"^\s*(import torch|from torch)\b|importorskip\(.torch",
+                          p.read_text(encoding="utf-8"), flags=re.M)}
+    listed = set(re.findall(r"\b(test_\w+)", english.split("To get those cells")[0]))
+    assert needs and listed == needs
+    found = []
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        uses = [i for i, c in enumerate(cells) if c["cell_type"] == "code"
+                and re.search(r"^\s*import (numpy as np, )?torch\b", "".join(c["source"]), re.M)]
+        if uses and not nb.name.startswith("11_"):          # 11: torch is mindnlp's mindtorch
+            found.append(nb.name[:2])
+            assert f"chapter {nb.name[:2]}" in english, (nb.name, uses)
+    assert found, "no notebook imports torch: update the instructor page"
