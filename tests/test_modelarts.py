@@ -206,3 +206,11 @@ def test_instructor_page_names_every_notebook_and_test_that_needs_pytorch():
             found.append(nb.name[:2])
             assert f"chapter {nb.name[:2]}" in english, (nb.name, uses)
     assert found, "no notebook imports torch: update the instructor page"
+
+
+def test_kernel_gets_canns_environment_only_on_ascend():
+    shell = {"HOME": "/home/ma-user", "PATH": "/usr/bin", "LD_LIBRARY_PATH": "/lib",
+             "ASCEND_HOME_PATH": "/usr/local/Ascend/ascend-toolkit/latest", "TERM": "xterm"}
+    assert modelarts.ascend_env(shell) == {k: shell[k] for k in
+                                           ("PATH", "LD_LIBRARY_PATH", "ASCEND_HOME_PATH")}
+    assert modelarts.ascend_env({"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/lib"}) == {}

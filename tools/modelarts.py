@@ -175,13 +175,23 @@ def pip(*args: str) -> None:
     subprocess.run(cmd, check=True)
 
 
+def ascend_env(environ=os.environ) -> dict[str, str]:
+    """CANN's variables as the instructor's shell has them (set_env.sh), for the kernel: a
+    kernel started by JupyterLab does not read the shell profile. Empty off Ascend."""
+    if not any(k.startswith("ASCEND_") for k in environ):
+        return {}
+    keep = ("LD_LIBRARY_PATH", "PYTHONPATH", "PATH", "TOOLCHAIN_HOME")
+    return {k: v for k, v in environ.items() if k.startswith("ASCEND_") or k in keep}
+
+
 def register_kernel(prefix: str | None = None) -> None:
     """The kernel runs this python (the image's conda environment). ``--user`` by default, so
     the JupyterLab of ModelArts (another environment) lists it; ``prefix`` for a scratch test."""
     env = os.environ.get("CONDA_DEFAULT_ENV") or Path(sys.prefix).name
     where = ["--prefix", prefix] if prefix else ["--user"]
+    extra = [a for k, v in sorted(ascend_env().items()) for a in ("--env", k, v)]
     subprocess.run([sys.executable, "-m", "ipykernel", "install", *where, "--name", KERNEL,
-                    "--display-name", f"MindSpore 课程 ({env}, Python 3.11)"], check=True)
+                    "--display-name", f"MindSpore 课程 ({env}, Python 3.11)", *extra], check=True)
 
 
 def check() -> dict:
