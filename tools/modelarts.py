@@ -10,8 +10,8 @@ distribution, or break a requirement that holds today (e.g. the image's own pack
 (3) installs the profile with --no-deps (it is a complete lock) and the course package,
 (4) audits every requirement afterwards: the only ones allowed to stay unmet are mindnlp's
 ``mindspore<=2.7.0`` cap and ``torch`` (optional here), each named with the reason,
-(5) checks MindSpore is byte-for-byte the same distribution, (6) registers the Jupyter kernel
-for this python (the image's conda environment).
+(5) checks MindSpore is the same distribution (version, location, RECORD hash), (6) registers
+the Jupyter kernel for this python (the image's conda environment), (7) runs ``cl.setup()``.
 """
 from __future__ import annotations
 
@@ -226,6 +226,9 @@ def install(kernel_prefix: str | None = None) -> None:
     if audit(before):
         raise SystemExit("Unexplained unmet requirements above: the install is incomplete.")
     register_kernel(kernel_prefix)
+    # The first thing every chapter runs; on Ascend its line shows card, jit_level and memory.
+    subprocess.run([sys.executable, "-c", "import course_lib as cl; cl.setup()"], check=True,
+                   cwd=ROOT, env={**os.environ, "GLOG_v": "3"})
     print(f"Done. In JupyterLab pick the kernel 'MindSpore 课程' ({KERNEL}); "
           "`make modelarts-course` runs every chapter to pre-check the class.")
 
