@@ -165,9 +165,14 @@ def test_profile_resolves_for_linux_aarch64_python311_binary_wheels():
     report = modelarts.resolve(extra=[image_mindspore])   # pip fails on a missing wheel
     got = {modelarts.canonicalize_name(i["metadata"]["name"]): i for i in report["install"]}
     assert set(got) == (set(PROFILE) - {"snownlp"}) | {"mindspore"}
+    glibc = []
     for name, item in got.items():
         url = item["download_info"]["url"]
         assert url.endswith(".whl") and _wheel_fits_aarch64(url.rsplit("/", 1)[-1]), url
+        tags = re.findall(r"manylinux_2_(\d+)_aarch64", url) + \
+            (["17"] if "manylinux2014_aarch64" in url else [])
+        glibc.append(min(map(int, tags)) if tags else 0)
+    assert f"2.{max(glibc)}" == modelarts.GLIBC_MIN      # what the installer checks
     # The closure: every requirement (aarch64 markers) is met by the profile itself, except
     # the two named exceptions (mindnlp's mindspore cap, torch left out).
     versions = {n: i["metadata"]["version"] for n, i in got.items()}

@@ -19,6 +19,7 @@ import argparse
 import hashlib
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -45,6 +46,7 @@ ALLOWED_UNMET = {
 }
 # Linux aarch64 glibc 2.17 .. 2.28 (pip does not widen a --platform to older glibc itself).
 AARCH64 = [f"manylinux_2_{v}_aarch64" for v in range(28, 16, -1)] + ["manylinux2014_aarch64"]
+GLIBC_MIN = "2.28"   # the profile's aarch64 wheels need it (pyarrow, hf-xet: manylinux_2_28)
 
 
 def read_pins(path: Path = PROFILE) -> dict[str, str]:
@@ -201,6 +203,11 @@ def check() -> dict:
     if Version(ms.version) not in MINDSPORE:
         raise SystemExit(f"MindSpore {ms.version}: the course needs {MINDSPORE} (measured on "
                          "2.7.0 and 2.7.1). Pick the mindspore_2.7.1 preset image.")
+    libc, libc_version = platform.libc_ver()
+    if platform.machine() == "aarch64" and libc == "glibc" and \
+            Version(libc_version) < Version(GLIBC_MIN):
+        raise SystemExit(f"glibc {libc_version}: the course's aarch64 wheels need glibc >= "
+                         f"{GLIBC_MIN}. Pick the mindspore_2.7.1 preset image (hce_2.0).")
     if sys.version_info[:2] != (3, 11):
         raise SystemExit(f"Python {sys.version.split()[0]}: the course needs Python 3.11.")
     report = pip_report(["--no-deps", "-r", str(PROFILE)])
