@@ -1,5 +1,6 @@
 # Two commands for learners:   make lab   |   make test
 # One for instructors:         make course   (run every notebook headless, report times)
+# On a ModelArts MindSpore image: make modelarts | make modelarts-course  (docs/instructors.md)
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV   := .venv
@@ -10,8 +11,13 @@ STAMP  := $(VENV)/.course-installed
 HEADLESS_ENV := COURSE_HEADLESS=1 GLOG_v=3 HF_HUB_OFFLINE=1 PYTHONHASHSEED=0 \
                 MPLBACKEND=module://matplotlib_inline.backend_inline
 LAB_ARGS ?=
+# JupyterLab refuses to start as root (usual in containers) unless given --allow-root.
+USER_ID ?= $(shell id -u)
+ROOT_ARGS := $(if $(filter 0,$(USER_ID)),--allow-root)
+# The python of the ModelArts image's MindSpore environment (`conda activate` it first).
+MODELARTS_PYTHON ?= python
 
-.PHONY: lab test unit notebooks course kernel venv record clean-venv
+.PHONY: lab test unit notebooks course kernel venv record clean-venv modelarts modelarts-course
 
 venv: $(STAMP)
 
@@ -29,7 +35,7 @@ $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json: $(STAMP)
 	    --display-name "MindSpore 课程 (Python 3.11)"
 
 lab: venv kernel
-	cd notebooks && ../$(BIN)/jupyter lab $(LAB_ARGS)
+	cd notebooks && ../$(BIN)/jupyter lab $(ROOT_ARGS) $(LAB_ARGS)
 
 # Unit tests + every notebook under nbval, at CI scale, in one pytest run.
 test: venv kernel
@@ -47,6 +53,15 @@ notebooks: venv
 # unless set) and print each notebook's wall time.
 course: venv kernel
 	$(HEADLESS_ENV) $(BIN)/python tools/run_course.py
+
+# Instructors on a ModelArts preset MindSpore image: install the course into the image's own
+# environment without touching its MindSpore (refuses if pip would change it), register the
+# kernel; then run every chapter there like `make course`.
+modelarts:
+	$(MODELARTS_PYTHON) tools/modelarts.py install
+
+modelarts-course:
+	$(HEADLESS_ENV) $(MODELARTS_PYTHON) tools/run_course.py
 
 # Maintainers: re-execute a notebook at CI settings and keep only checked outputs.
 #   make record NB=notebooks/00_setup_and_tour.ipynb

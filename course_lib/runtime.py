@@ -77,6 +77,19 @@ def seed_everything(seed: int = 42) -> None:
     ds.config.set_seed(seed)
 
 
+def _ascend_settings(ms) -> str:
+    """Ascend only (e.g. a ModelArts image): card ``DEVICE_ID`` (default 0), memory pool capped
+    by ``COURSE_ASCEND_MEMORY`` (e.g. "30GB"; default the whole card), ``jit_level`` left at
+    mindspore.jit's default O0. Returns what was set, for the status line."""
+    device_id = os.environ.get("DEVICE_ID")
+    ms.set_device("Ascend", *([int(device_id)] if device_id else []))
+    if os.environ.get("COURSE_ASCEND_MEMORY"):
+        ms.runtime.set_memory(max_size=os.environ["COURSE_ASCEND_MEMORY"])
+    memory = ms.get_context("max_device_memory")
+    return (f"card {ms.get_context('device_id')} | jit_level {ms.get_context('jit_level') or 'O0'}"
+            f" | memory pool {'whole card' if memory >= 1024 else f'<= {memory:g} GB'}")
+
+
 def setup(device: str | None = None, mode: str = "pynative", seed: int = 42,
           quiet: bool = False) -> RunInfo:
     """Choose the device, set the execution mode, seed everything, print one status line.
@@ -90,13 +103,15 @@ def setup(device: str | None = None, mode: str = "pynative", seed: int = 42,
     import mindspore as ms
     keep_interrupt()            # Jupyter's Interrupt -> KeyboardInterrupt, not a dead kernel
     dev = choose_device(device)
-    ms.set_device(dev)
+    ascend = _ascend_settings(ms) if dev == "Ascend" else None
+    if ascend is None:
+        ms.set_device(dev)
     ms.set_context(mode=MODES[mode])
     seed_everything(seed)
     info = RunInfo(device=dev, mode=mode, seed=seed, scale=current_scale(),
                    mindspore=ms.__version__)
     if not quiet:
-        print(info)
+        print(info if ascend is None else f"{info} | {ascend}")
     return info
 
 

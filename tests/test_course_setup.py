@@ -42,6 +42,16 @@ def test_pins_agree_between_requirements_and_environment_yml():
     assert lock["numpy"].startswith("1.") and lock["mindspore"] == "2.7.0"
 
 
+def test_make_lab_passes_allow_root_only_as_root():
+    """JupyterLab refuses to start as root (containers) without --allow-root: make adds it."""
+    def lab_line(uid):
+        out = subprocess.run(["make", "-n", "lab", f"USER_ID={uid}"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+        return [l for l in out.splitlines() if "jupyter lab" in l][-1]
+    assert "--allow-root" in lab_line(0)
+    assert "--allow-root" not in lab_line(1000)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -52,7 +62,7 @@ def _free_port() -> int:
 def test_make_lab_serves_the_course_kernel():
     port, token = _free_port(), "course-test-token"
     args = (f"--no-browser --ip=127.0.0.1 --port={port} --ServerApp.port_retries=0 "
-            f"--IdentityProvider.token={token} --allow-root")
+            f"--IdentityProvider.token={token}")   # as root, make adds --allow-root
     proc = subprocess.Popen(["make", "lab", f"LAB_ARGS={args}"], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
