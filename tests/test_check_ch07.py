@@ -37,3 +37,20 @@ def test_code_checkers_accept_reference_and_reject_wrong_with_hint():
     for name in ("ch07.top_p", "ch07.repetition_penalty", "ch07.append_kv"):
         assert exercises[name].kind == "code" and len(exercises[name].wrong) >= 2
         assert self_test_one(exercises[name]) == []
+
+
+def test_an_error_stays_in_the_check_that_caused_it(capsys):
+    """A learner's failing operator must fail *its* check, not the next one: with asynchronous
+    dispatch a discarded bad concat raised nothing here and surfaced inside a later check."""
+    from mindspore import Tensor, ops
+    from course_lib.check.common import run_code_check
+
+    def bad():
+        ops.cat((Tensor(np.ones((1, 2, 3, 4), np.float32)), Tensor(np.ones((1, 2, 1, 4), np.float32))), 1)
+
+    def good():
+        assert ops.cat((Tensor(np.ones((1, 2), np.float32)),) * 2, 0).shape == (2, 2)
+
+    assert run_code_check("demo.bad", "hint", bad) is False
+    assert run_code_check("demo.good", "hint", good) is True
+    assert "Concat" in capsys.readouterr().out

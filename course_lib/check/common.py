@@ -137,7 +137,13 @@ def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
 
 
 def _eager():
+    """PyNative for the learner's code, with synchronous dispatch on the CPU: with MindSpore's
+    default asynchronous dispatch a failing operator may report its error at a later call —
+    inside the next check — and the learner's corrected code would be blamed for it."""
+    import mindspore as ms
     from ..training import execution_mode
+    if ms.get_context("device_target") == "CPU":
+        ms.runtime.launch_blocking()      # idempotent; on CPU also faster for small PyNative ops
     return execution_mode("pynative")
 
 
