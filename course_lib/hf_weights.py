@@ -328,7 +328,7 @@ def _is_float_any(dtype) -> bool:
 def check_compatible(expected: Mapping, found: Mapping, *, source="checkpoint",
                      target="the model", strict: bool = True, skip=KNOWN_BUFFERS.search,
                      unexpected_ok: bool = False, model_names=None,
-                     extra_state_hint: str | None = None) -> dict:
+                     extra_state_hint: str | None = None, shape_hint: str | None = None) -> dict:
     """THE checkpoint-compatibility check of the course. ``expected``/``found`` map names to
     shapes, ``(shape, dtype)`` pairs or arrays. Raises ``CheckpointError`` (a ``ValueError``)
     listing, in one format, each kind of problem with its diagnosis: shape mismatch, missing,
@@ -337,13 +337,15 @@ def check_compatible(expected: Mapping, found: Mapping, *, source="checkpoint",
     ``strict=False`` tolerates missing/unexpected names, never wrong shapes or dtypes;
     ``unexpected_ok`` tolerates only unexpected ones (a file holding more than this Cell).
     With ``model_names`` and ``extra_state_hint``: when only non-model entries (optimizer
-    state) differ, the hint is given instead of "another model"."""
+    state) differ, the hint is given instead of "another model". ``shape_hint`` replaces the
+    advice for wrong shapes (a trainer checkpoint has no config.json to build from)."""
     exp_shapes, exp_dtypes = _split_sig(expected)
     got_shapes, got_dtypes = _split_sig(found)
     c = _classify(exp_shapes, got_shapes, skip or (lambda k: False))
     common = sorted(set(exp_shapes) & set(got_shapes))
+    models_first = sorted(common, key=lambda k: (model_names is not None and k not in model_names, k))
     c["shape"] = [f"{k}: checkpoint {got_shapes[k]} vs model {exp_shapes[k]}"
-                  for k in common if tuple(got_shapes[k]) != tuple(exp_shapes[k])]
+                  for k in models_first if tuple(got_shapes[k]) != tuple(exp_shapes[k])]
     c["dtype"] = [f"{k}: {got_dtypes[k]}" for k in common if k in got_dtypes and k in exp_dtypes
                   and _is_float_any(exp_dtypes[k]) and not _is_float_any(got_dtypes[k])]
     report = {"missing": c["missing"], "unexpected": c["unexpected"] + c["extra_layers"],
@@ -353,19 +355,19 @@ def check_compatible(expected: Mapping, found: Mapping, *, source="checkpoint",
     fatal = c["shape"] or c["dtype"] or (strict and (c["missing"] or c["unexpected"]
                                                      or c["extra_layers"]))
     if fatal:
-        raise CheckpointError(_message(c, source, target, model_names, extra_state_hint))
+        raise CheckpointError(_message(c, source, target, model_names, extra_state_hint, shape_hint))
     return report
 
 
-def _message(c, source, target, model_names, extra_state_hint) -> str:
+def _message(c, source, target, model_names, extra_state_hint, shape_hint=None) -> str:
     layers_of = lambda names: sorted({_layer(k) for k in names} - {None})  # noqa: E731
     lines = [f"Checkpoint {source} does not fit {target}:"]
     fam = _family_hint(c["missing"], c["unexpected"] + c["extra_layers"])
     missing_in_layers = [k for k in c["missing"] if k not in set(c["missing_layers"])]
     kinds = [
-        ("shape mismatch", c["shape"], "it was saved for another configuration (hidden size, "
-         "vocab, FFN width...): build the model from the checkpoint's own config.json "
-         "(course_lib.from_pretrained)"),
+        ("shape mismatch", c["shape"], shape_hint or "it was saved for another configuration "
+         "(hidden size, vocab, FFN width...): build the model from the checkpoint's own "
+         "config.json (course_lib.from_pretrained)"),
         ("not floating point", c["dtype"], "weights must be F32/F16/BF16: is this really a "
          "model checkpoint?"),
         ("extra layers in checkpoint", c["extra_layers"], f"the checkpoint has more layers "

@@ -393,7 +393,9 @@ class LLMTrainer:
                          + ("" if weights_only else " + optimizer"), model_names=model_names,
                          extra_state_hint="The weights fit; only the optimizer state differs "
                          "(saved with another trainable selection?). Use load(path, "
-                         "weights_only=True).")
+                         "weights_only=True).", shape_hint="it was saved from a model with "
+                         "another configuration (hidden size, vocab, FFN width...): build the "
+                         "trainer's model with the config it was saved with")
         if not weights_only:
             if "format" not in meta:
                 raise ValueError(f"{path} has no trainer state (not written by LLMTrainer.save); "

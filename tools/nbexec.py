@@ -1,6 +1,9 @@
-"""Execute notebooks headless the way the tests do (shared by record_notebook / run_course)."""
+"""Execute notebooks headless the way the tests do (shared by record_notebook / run_course),
+and the record format the committed notebooks use (checked by tests/test_notebook_records.py)."""
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 from pathlib import Path
 
@@ -9,11 +12,23 @@ from nbclient import NotebookClient
 
 KERNEL = "mindspore-course"
 CHECK_TAG = "nbval-check-output"   # nbval reads cell tags; learners never see them
+RECORD_KEY = "course"               # cell.metadata[RECORD_KEY]["source_sha1"], nb-level "scale"
+# Outputs a static page cannot show (live widgets): the headless run already draws a picture.
+DROP_MIMES = ("application/vnd.jupyter.widget-view+json",)
 
 
-def execute(path: Path, timeout: int = 1800) -> tuple[nbformat.NotebookNode, float]:
-    """Run every cell in the notebook's own folder; return the executed notebook and seconds."""
+def source_sha1(source: str) -> str:
+    """The staleness stamp of a code cell: its source, as recorded."""
+    return hashlib.sha1(source.encode("utf-8")).hexdigest()[:16]
+
+
+def execute(path: Path, timeout: int = 1800, scale: str | None = None
+            ) -> tuple[nbformat.NotebookNode, float]:
+    """Run every cell in the notebook's own folder (at ``COURSE_SCALE=scale`` when given);
+    return the executed notebook and seconds."""
     nb = nbformat.read(path, as_version=4)
+    if scale:
+        os.environ["COURSE_SCALE"] = scale      # the kernel inherits this process's environment
     # The current interpreter's kernel, like pytest --nbval-current-env.
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
@@ -22,18 +37,30 @@ def execute(path: Path, timeout: int = 1800) -> tuple[nbformat.NotebookNode, flo
     return nb, time.perf_counter() - start
 
 
-def keep_checked_outputs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Outputs are stored only for cells that nbval checks: everything else would be
-    machine-dependent noise (timings, losses, pictures) in the repository."""
+def _clean_outputs(outputs: list) -> list:
+    kept = []
+    for out in outputs:
+        data = out.get("data")
+        if data:
+            for mime in DROP_MIMES:
+                data.pop(mime, None)
+            if not data:
+                continue
+        kept.append(out)
+    return kept
+
+
+def stamp_record(nb: nbformat.NotebookNode, scale: str) -> nbformat.NotebookNode:
+    """Keep every output of the run (pictures, tables, listings, generated text) so the book
+    reads without running; stamp each code cell with the hash of the source that produced it."""
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        # nbval refuses a checked cell with outputs but no execution count; counts are
-        # deterministic anyway (cells run top to bottom), so checked cells keep theirs.
-        if CHECK_TAG not in cell.metadata.get("tags", []):
-            cell.execution_count = None
-            cell.outputs = []
+        cell.outputs = _clean_outputs(cell.outputs)
         cell.metadata.pop("execution", None)
+        cell.metadata[RECORD_KEY] = {"source_sha1": source_sha1(cell.source)}
+    nb.metadata.pop("widgets", None)
+    nb.metadata[RECORD_KEY] = {"scale": scale}
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "MindSpore 课程 (Python 3.11)",
                                  "language": "python"}
     return nb

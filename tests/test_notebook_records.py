@@ -1,0 +1,64 @@
+"""The committed notebooks are the book: they carry the outputs of one full-scale run
+(``make record``), every code cell stamped with the hash of the source that produced its
+outputs. A cell edited without re-recording fails here, naming the command to run."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from nbexec import RECORD_KEY, source_sha1  # noqa: E402
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+MAX_TOTAL_MB = 15
+MIN_FIGURES = 25
+
+
+def _cells(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_recorded_at_full_scale_and_not_stale(path):
+    nb = _cells(path)
+    assert nb["metadata"].get(RECORD_KEY, {}).get("scale") == "full", \
+        f"{path.name} was not recorded at full scale: make record NB=notebooks/{path.name}"
+    stale = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+             and c["metadata"].get(RECORD_KEY, {}).get("source_sha1") != source_sha1(_source(c))]
+    assert not stale, (f"{path.name}: cells {stale} changed since their outputs were recorded: "
+                       f"make record NB=notebooks/{path.name}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_code_cell_ran_and_listings_show(path):
+    """Every code cell ran in the recording (no skipped cell); a source listing is not empty."""
+    for i, cell in enumerate(_cells(path)["cells"]):
+        if cell["cell_type"] != "code" or not _source(cell).strip():
+            continue
+        assert cell.get("execution_count"), f"{path.name} cell {i} was not executed"
+        assert not any(o.get("output_type") == "error" for o in cell["outputs"]), \
+            f"{path.name} cell {i} recorded an error"
+        if "inspect.getsource" in _source(cell):
+            text = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                           for o in cell["outputs"])
+            assert "def " in text or "class " in text, f"{path.name} cell {i}: empty source listing"
+
+
+def test_the_book_has_pictures_and_stays_small():
+    figures = sum(1 for p in NOTEBOOKS for c in _cells(p)["cells"] if c["cell_type"] == "code"
+                  for o in c["outputs"] if "image/png" in o.get("data", {}))
+    total_mb = sum(p.stat().st_size for p in NOTEBOOKS) / 1e6
+    assert figures >= MIN_FIGURES, f"only {figures} stored figures"
+    assert total_mb <= MAX_TOTAL_MB, f"notebooks take {total_mb:.1f} MB"
+
+
+def test_a_changed_cell_is_caught():
+    """The stamp is the hash of the exact source: one changed character is stale."""
+    assert source_sha1("print(1)") != source_sha1("print(2)")
+    assert source_sha1("x = 1") == source_sha1("x = 1")
