@@ -22,6 +22,8 @@ from mindspore import nn, ops
 from mindspore.common.initializer import Normal, initializer
 
 from .blocks import TransformerEncoder
+from .runtime import MODES, execution_mode
+from .training import AMP_LEVELS
 
 # --- data ------------------------------------------------------------------------------
 
@@ -137,7 +139,6 @@ METRICS = {
     "f1": lambda: nn.F1(),
     "loss": lambda: nn.Loss(),
 }
-AMP_LEVELS = ("O0", "O1", "O2", "O3")
 
 
 def make_metrics(names: Sequence[str]) -> dict:
@@ -196,9 +197,6 @@ def predict_labels(model, input_ids: np.ndarray) -> np.ndarray:
 
 # --- speed: graph vs pynative --------------------------------------------------------------
 
-MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
-
-
 class StepTimer(ms.train.Callback):
     """Wall-clock time at the end of every step (first step includes graph compilation)."""
 
@@ -220,13 +218,14 @@ class StepTimer(ms.train.Callback):
 
 
 def measure_training_speed(make_net, make_dataset, mode: str, steps: int, lr: float = 1e-3,
-                           seed: int = 0) -> dict:
+                           seed: int = 0, amp_level: str = "O0") -> dict:
     """Train a fresh ``make_net()`` for ``steps`` batches of a fresh ``make_dataset()`` in
     ``mode`` and time it. (Factories, because a dataset pipeline node may feed only one
     consumer, and each mode must start from the same initial weights.)
 
     Returns ``first_step_s`` (includes compiling the graph in GRAPH mode), ``steps_per_s``
     over the remaining steps, and ``total_s``. The previous execution mode is restored.
+    ``amp_level`` as in :func:`build_model`.
     Only compare numbers measured side by side in one run; they are noisy.
     """
     if mode not in MODES:
@@ -237,15 +236,11 @@ def measure_training_speed(make_net, make_dataset, mode: str, steps: int, lr: fl
     if data.get_dataset_size() < steps:
         raise ValueError(f"The dataset gives only {data.get_dataset_size()} batches; need {steps}. "
                          "Use more examples or fewer steps.")
-    previous = ms.get_context("mode")
-    ms.set_context(mode=MODES[mode])
-    try:
+    with execution_mode(mode):
         ms.set_seed(seed)
-        model = build_model(make_net(), lr=lr)
+        model = build_model(make_net(), lr=lr, amp_level=amp_level)
         timer = StepTimer()
         model.train(1, data.take(steps), callbacks=[timer], dataset_sink_mode=False)
-    finally:
-        ms.set_context(mode=previous)
     t = timer.times
     return {"mode": mode, "steps": steps, "first_step_s": t[1] - t[0],
             "steps_per_s": (steps - 1) / (t[-1] - t[1]), "total_s": t[-1] - t[0]}

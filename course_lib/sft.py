@@ -22,6 +22,7 @@ import numpy as np
 
 from .data import LABELS
 from .pipelines import IGNORE_INDEX, PairSource, make_dataset
+from .runtime import eval_mode, execution_mode
 
 INSTRUCTION = "指令：判断下面评论的情感（正面/负面）。\n评论："
 
@@ -118,8 +119,6 @@ def answer_logprobs(model, tokenizer, texts: Sequence[str], max_len: int = 128,
     too: every call then has the shape (batch_size, max_len), so a graph compiles once —
     and an exported MINDIR, which accepts only its export shape, can be used.
     ``mode="graph"`` compiles the forward pass (many times faster than eager on CPU)."""
-    from .training import execution_mode
-
     if fixed_batch is None:
         fixed_batch = mode == "graph"
     with execution_mode(mode):
@@ -138,10 +137,7 @@ def _answer_logprobs(model, tokenizer, texts, max_len, batch_size, fixed_batch):
     flat_rows = rows.reshape(-1, max_len + 1)
     flat_answer = answer.reshape(-1, max_len + 1)
     scores = np.zeros(len(flat_rows), np.float64)
-    was_training = getattr(model, "training", False)
-    if hasattr(model, "set_train"):
-        model.set_train(False)
-    try:
+    with eval_mode(model):
         for start in range(0, len(flat_rows), batch_size):
             chunk = flat_rows[start:start + batch_size]
             n = len(chunk)
@@ -155,9 +151,6 @@ def _answer_logprobs(model, tokenizer, texts, max_len, batch_size, fixed_batch):
             tokens = Tensor(chunk[row, pos + 1][:, None].astype(np.int32))
             picked = ops.gather_elements(logp, 1, tokens)[:, 0].asnumpy().astype(np.float64)
             np.add.at(scores, start + row, picked)
-    finally:
-        if hasattr(model, "set_train"):
-            model.set_train(was_training)
     return scores.reshape(len(texts), len(LABELS))
 
 
@@ -170,32 +163,6 @@ def _logits_at(model, input_ids, pairs):
     if isinstance(body, nn.Cell) and isinstance(head, nn.Cell):
         return head(ops.gather_nd(body(input_ids), pairs))
     return ops.gather_nd(model(input_ids), pairs)
-
-
-def answer_token_nll(model, tokenizer, examples: Sequence[tuple[str, int]],
-                     max_len: int = 128) -> np.ndarray:
-    """Mean negative log-likelihood (nats) of each answer position — the first answer token,
-    the second, ..., the closing ``<|end|>`` — over ``examples`` with their true answers.
-    Shows *which* token a model finds surprising (e.g. an ``<|end|>`` it never learned)."""
-    from mindspore import Tensor
-    import mindspore as ms
-
-    inputs, labels = build_sft_arrays(tokenizer, examples, max_len)
-    was_training = getattr(model, "training", False)
-    model.set_train(False)
-    try:
-        logits = model(Tensor(inputs, ms.int32)).asnumpy().astype(np.float64)
-    finally:
-        model.set_train(was_training)
-    z = logits - logits.max(-1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
-    per_example = []
-    for i in range(len(inputs)):
-        positions = np.flatnonzero(labels[i] != IGNORE_INDEX)
-        per_example.append(-logp[i, positions, labels[i, positions]])
-    if len({len(p) for p in per_example}) != 1:
-        raise ValueError("The answers have different token counts; pass examples of one label.")
-    return np.mean(per_example, 0)
 
 
 def predict_label(model, tokenizer, texts: Sequence[str], max_len: int = 128,

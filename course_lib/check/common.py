@@ -137,7 +137,7 @@ def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
 
 
 def _eager():
-    from ..training import execution_mode
+    from ..runtime import execution_mode
     return execution_mode("pynative")
 
 
