@@ -181,12 +181,12 @@ class IsolatedError(RuntimeError):
 class Isolated:
     """A :func:`run_isolated` call started in the background; ``result()`` waits for it."""
 
-    def __init__(self, func, kwargs: dict, timeout: float, env: dict | None):
+    def __init__(self, func, kwargs: dict, timeout: float, env: dict | None, then=None):
         module, name = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
         if not module or module == "__main__" or "." in name or "<" in name:
             raise ValueError(f"run_isolated needs a function defined at the top level of an "
                              f"importable module, got {func!r} (module {module!r}).")
-        self.what, self.timeout = f"{module}.{name}", float(timeout)
+        self.what, self.timeout, self._then = f"{module}.{name}", float(timeout), then
         self._dir = tempfile.TemporaryDirectory(prefix="course_isolated_")
         self._out = Path(self._dir.name) / "result.json"
         args_path = Path(self._dir.name) / "args.json"
@@ -211,6 +211,8 @@ class Isolated:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+            self._stderr.close()
+            self._dir.cleanup()
             raise RuntimeError(f"{self.what} in a fresh process did not finish within "
                                f"{self.timeout:g} s and was killed.") from None
         try:
@@ -218,21 +220,24 @@ class Isolated:
                 self._stderr.seek(0)
                 raise IsolatedError(code, f"{self.what} in a fresh process failed (exit code "
                                     f"{code}):\n{self._stderr.read()[-3000:]}")
-            return json.loads(self._out.read_text())
+            value = json.loads(self._out.read_text())
         finally:
             self._stderr.close()
             self._dir.cleanup()
+        return value if self._then is None else self._then(value)
 
 
 def run_isolated(func, /, *, timeout: float = 600, env: dict | None = None,
-                 background: bool = False, **kwargs):
+                 background: bool = False, then=None, **kwargs):
     """``func(**kwargs)`` in a new Python interpreter; returns what it returned.
 
     ``func`` must be a top-level function of an importable module; ``kwargs`` and the return
     value travel as JSON (large arrays: write a file, return its path). ``env`` adds
-    environment variables (GLOG_v=3 is set; a ``PYTHONPATH`` in it goes first). ``background=True`` returns an
+    environment variables (GLOG_v=3 is set; a ``PYTHONPATH`` in it goes first).
+    ``then(value)``, if given, runs in this process on the returned value (e.g. loads the
+    files the child wrote) and its result is returned instead. ``background=True`` returns an
     :class:`Isolated` at once; its ``result()`` waits."""
-    job = Isolated(func, kwargs, timeout, env)
+    job = Isolated(func, kwargs, timeout, env, then)
     return job if background else job.result()
 
 

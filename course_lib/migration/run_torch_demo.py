@@ -1,6 +1,6 @@
 """Run the PyTorch demo (``torch_demo``) in its own process and measure what happens.
 
-    python -m course_lib.migration.run_torch_demo --backend mindtorch --steps 20
+    python -m course_lib.migration.run_torch_demo --backend mindtorch --inputs inputs.npz
 
 Backends:
 * ``torch``     — the real PyTorch (the reference);
@@ -13,25 +13,22 @@ Why a separate process: mindtorch patches ~390 ``mindspore.Tensor`` methods proc
 after which ordinary MindSpore code (and the real torch) can no longer be used there.
 
 The parent writes the shared inputs once (``prepare_inputs``: initial weights + batches,
-so no child re-reads the corpus); the child prints one line ``RESULT {json}``, which
-``run_demo`` parses. ``measure_torch_api("torch", ...)`` and ``measure_mindspore`` may also
+so no child re-reads the corpus); ``run_demo`` runs ``measure`` in a fresh process
+(``runtime.run_isolated``) and gets its result back. ``measure_torch_api("torch", ...)`` and ``measure_mindspore`` may also
 run in the parent (a notebook kernel that never imports mindnlp).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
 
+from ..runtime import run_isolated
 from .demo_data import DemoConfig, initial_weights, training_batches
 
 BACKENDS = ("torch", "mindtorch", "mindspore")
-RESULT_PREFIX = "RESULT "
 
 
 def _error(exc: BaseException) -> str:
@@ -207,20 +204,13 @@ def compare(results: dict, reference: str = "torch") -> dict:
 
 
 def run_demo(backend: str, inputs_path, lr: float = 0.3, timeout: float = 900) -> dict:
-    """Measure ``backend`` in a fresh ``python -m course_lib.migration.run_torch_demo``
-    process (inputs from ``prepare_inputs``); raises with the child's stderr if it fails."""
+    """Measure ``backend`` in a fresh process (``runtime.run_isolated``; inputs from
+    ``prepare_inputs``); raises with the child's stderr if it fails."""
     if backend not in BACKENDS:
         raise ValueError(f"Unknown backend {backend!r}; choose one of {BACKENDS}.")
-    env = dict(os.environ, GLOG_v="3", HF_HUB_OFFLINE="1", DIFFUSERS_VERBOSITY="error",
-               PYTHONWARNINGS="ignore")
-    cmd = [sys.executable, "-m", "course_lib.migration.run_torch_demo", "--backend", backend,
-           "--inputs", str(inputs_path), "--lr", str(lr)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    raise RuntimeError(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n"
-                       f"{proc.stderr[-3000:]}\n{proc.stdout[-1000:]}")
+    env = {"HF_HUB_OFFLINE": "1", "DIFFUSERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore"}
+    return run_isolated(measure, backend=backend, inputs_path=str(inputs_path), lr=float(lr),
+                        timeout=timeout, env=env)
 
 
 def main(argv=None):
@@ -230,7 +220,7 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=0.3)
     args = ap.parse_args(argv)
     result = measure(args.backend, args.inputs, args.lr)
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    print(json.dumps(result, indent=1), flush=True)
 
 
 if __name__ == "__main__":
