@@ -13,7 +13,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from .scale import SCALE, pick  # noqa: E402
+from .scale import pick  # noqa: E402
 from .runtime import setup, seed_everything, interactive, cache_dir  # noqa: E402
 
 
@@ -37,6 +37,6 @@ def chat(model, tokenizer, messages, max_new_tokens: int = 64, **kwargs) -> str:
     return _chat(model, tokenizer, messages, max_new_tokens, **kwargs)
 
 
-__all__ = ["setup", "seed_everything", "interactive", "cache_dir", "SCALE", "pick",
+__all__ = ["setup", "seed_everything", "interactive", "cache_dir", "pick",
            "from_pretrained", "load_hf_tokenizer", "chat"]
 __version__ = "0.1.0"

@@ -305,12 +305,6 @@ def lora_parameters(model: nn.Cell) -> list[Parameter]:
     return [p for n, p in model.parameters_and_names() if n.rpartition(".")[2] in LORA_PARAMS]
 
 
-def unfreeze_all(model: nn.Cell) -> ParamCount:
-    for p in model.get_parameters():
-        p.requires_grad = True
-    return count_parameters(model)
-
-
 # --------------------------------------------------------------------------------------
 # Saving / loading adapters only
 # --------------------------------------------------------------------------------------

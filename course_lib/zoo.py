@@ -376,8 +376,3 @@ def load_or_train(name: str = BASE, **kwargs):
     if name not in loaders:
         raise ValueError(f"Unknown zoo model {name!r}; available: {list(loaders)}.")
     return loaders[name](**kwargs)
-
-
-def pretrained_internlm_tiny(**kwargs):
-    """Shortcut for ``load_or_train("internlm-tiny")``."""
-    return load_or_train(BASE, **kwargs)
