@@ -21,6 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .blocks import count_parameters
 from .data import LABELS
 from .sft import answer_logprobs
 
@@ -68,7 +69,7 @@ def export_mindir(model, input_shape: tuple[int, int], path) -> ExportInfo:
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     _meta_path(file).write_text(json.dumps({"format": EXPORT_FORMAT, "input_shape": shape,
                                             "input_dtype": "int32", "vocab_size": vocab}))
-    params = sum(int(p.size) * 4 for p in model.get_parameters())
+    params = 4 * count_parameters(model)
     return ExportInfo(file, shape, file.stat().st_size, params)
 
 

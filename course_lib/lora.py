@@ -37,6 +37,8 @@ import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
+from .blocks import count_parameters
+
 LORA_PARAMS = ("lora_A", "lora_B")
 ADAPTER_FORMAT = "course_lib.lora/1"
 
@@ -208,10 +210,9 @@ class ParamCount:
                 f"({100 * self.fraction:.4f}%)")
 
 
-def count_parameters(model: nn.Cell) -> ParamCount:
-    params = list(model.get_parameters())
-    return ParamCount(sum(p.size for p in params if p.requires_grad),
-                      sum(p.size for p in params))
+def parameter_counts(model: nn.Cell) -> ParamCount:
+    """Trainable and total parameters of ``model`` (``blocks.count_parameters`` twice)."""
+    return ParamCount(count_parameters(model, trainable_only=True), count_parameters(model))
 
 
 def parameter_table(model: nn.Cell) -> str:
@@ -225,7 +226,7 @@ def parameter_table(model: nn.Cell) -> str:
     width = max(len(m) for m in rows) if rows else 10
     lines = [f"{'module':<{width}}  {'trainable':>12}  {'total':>12}"]
     lines += [f"{m:<{width}}  {t:>12,}  {n:>12,}" for m, (t, n) in rows.items()]
-    c = count_parameters(model)
+    c = parameter_counts(model)
     lines.append(f"{'TOTAL':<{width}}  {c.trainable:>12,}  {c.total:>12,}  "
                  f"({100 * c.fraction:.4f}% trainable)")
     return "\n".join(lines)
@@ -290,14 +291,14 @@ def inject_lora(model: nn.Cell, targets, r: int = 8, alpha: float = 16.0,
     replaced = [ReplacedLayer(n, l.in_channels, l.out_channels,
                               l.r * (l.in_channels + l.out_channels))
                 for n, l in new_layers.items()]
-    return LoRAReport(int(r), float(alpha), float(dropout), replaced, count_parameters(model))
+    return LoRAReport(int(r), float(alpha), float(dropout), replaced, parameter_counts(model))
 
 
 def freeze_all_but_lora(model: nn.Cell) -> ParamCount:
     """``requires_grad`` True only for ``lora_A``/``lora_B``; returns the new counts."""
     for name, p in model.parameters_and_names():
         p.requires_grad = name.rpartition(".")[2] in LORA_PARAMS
-    return count_parameters(model)
+    return parameter_counts(model)
 
 
 def lora_parameters(model: nn.Cell) -> list[Parameter]:
@@ -421,7 +422,7 @@ def _apply_adapter(model, tensors, meta, strict_base, source) -> LoRAReport:
         layers[n].alpha = float(meta["alpha"])
         layers[n].lora_A.set_data(Tensor(tensors[f"{n}.lora_A"], ms.float32))
         layers[n].lora_B.set_data(Tensor(tensors[f"{n}.lora_B"], ms.float32))
-    report.count = count_parameters(model)
+    report.count = parameter_counts(model)
     return report
 
 

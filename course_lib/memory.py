@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .blocks import count_parameters  # noqa: F401  (chapters 06-07 import it from here)
+
 GiB = 2 ** 30
 BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5}
 PRECISIONS = ("mixed", "fp32")
@@ -54,14 +56,8 @@ def _n_params(config_or_count) -> int:
 
 
 # --------------------------------------------------------------------------------------
-# Counting parameters
+# Counting parameters (``count_parameters`` is the one in ``blocks``, chapter 01)
 # --------------------------------------------------------------------------------------
-def count_parameters(model, trainable_only: bool = False) -> int:
-    """Sum of parameter sizes of an instantiated Cell (works on lazily built ones too)."""
-    params = model.trainable_params() if trainable_only else model.get_parameters()
-    return int(sum(p.size for p in params))
-
-
 def build_lazy(model_cls, config):
     """Instantiate ``model_cls(config)`` without allocating its weights, using MindSpore's
     ``nn.utils.no_init_parameters``: shapes exist, memory does not (until loaded/initialised).

@@ -234,7 +234,8 @@ def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: s
     adapter parameters only. ``method="full"``: every parameter is trained. Everything else
     (data, order, schedule, clipping, step count) is identical, so the runs compare fairly.
     """
-    from .lora import count_parameters, inject_lora, lora_parameters
+    from .blocks import count_parameters
+    from .lora import inject_lora, lora_parameters, parameter_counts
     from .runtime import seed_everything
     from .trainer import LLMTrainer
 
@@ -259,9 +260,9 @@ def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: s
     trainer.callbacks.remove(clock)
     compile_seconds, step_seconds = clock.first, clock.mean_after_first
     model.set_train(False)
-    count = count_parameters(model)
+    count = parameter_counts(model)
     return FinetuneRun(method, r if method == "lora" else None,
-                       sum(int(p.size) for p in trainable), count.total,
+                       count_parameters(trainable), count.total,
                        optimizer_state_bytes(trainer.optimizer), step_seconds, compile_seconds,
                        {k: list(v) for k, v in trainer.history.items()}, model, trainer, report)
 

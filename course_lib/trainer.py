@@ -42,8 +42,9 @@ from .hf_weights import check_compatible
 from .runtime import defer_interrupt, eval_mode, execution_mode, keep_interrupt
 from .safeio import save_checkpoint_atomic
 from .validate import check_batch, check_learning_rate, check_token_ids, model_vocab_size
-from .training import (AdamW, EvalCell, LossCell, TrainStep, apply_amp, count_params,
-                       select_trainable, warmup_cosine_lr)
+from .blocks import count_parameters
+from .training import (AdamW, EvalCell, LossCell, TrainStep, apply_amp, select_trainable,
+                       warmup_cosine_lr)
 
 CHECKPOINT_FORMAT = "course_lib.LLMTrainer/1"
 _META_KEYS = ("format", "step", "total_steps", "batches_consumed", "data_seed", "history")
@@ -159,7 +160,7 @@ class LLMTrainer:
 
     @property
     def num_trainable(self) -> int:
-        return count_params(self.params)
+        return count_parameters(self.params)
 
     # ------------------------------------------------------------------ data
     def _open_iterator(self):

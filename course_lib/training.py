@@ -337,7 +337,3 @@ def select_trainable(model: nn.Cell, trainable=None) -> list[Parameter]:
         raise ValueError("The trainable selection is empty: no parameter matched. "
                          f"The model's parameter names look like {names}.")
     return chosen
-
-
-def count_params(params: Sequence[Parameter]) -> int:
-    return int(sum(p.size for p in params))
