@@ -22,6 +22,7 @@ from mindspore import nn, ops
 from mindspore.common.initializer import Normal, initializer
 
 from .blocks import TransformerEncoder
+from .metrics import make_metrics
 from .runtime import MODES, execution_mode
 from .training import AMP_LEVELS
 
@@ -131,26 +132,6 @@ class SentimentClassifier(nn.Cell):
 
 
 # --- Model ------------------------------------------------------------------------------
-
-METRICS = {
-    "accuracy": lambda: nn.Accuracy("classification"),
-    "precision": lambda: nn.Precision("classification"),
-    "recall": lambda: nn.Recall("classification"),
-    "f1": lambda: nn.F1(),
-    "loss": lambda: nn.Loss(),
-}
-
-
-def make_metrics(names: Sequence[str]) -> dict:
-    """``("accuracy", "f1")`` -> ``{"accuracy": nn.Accuracy(), "f1": nn.F1()}`` with a clear
-    error for a name that does not exist (MindSpore's own message lists internal names)."""
-    if isinstance(names, str):
-        names = (names,)
-    unknown = [n for n in names if n not in METRICS]
-    if unknown:
-        raise ValueError(f"Unknown metric name(s) {unknown}; choose from {sorted(METRICS)}.")
-    return {n: METRICS[n]() for n in names}
-
 
 def loss_scale_manager_for(device: str, amp_level: str):
     """The loss-scale manager that works for ``amp_level`` on ``device``.

@@ -8,6 +8,7 @@ from mindspore.train import Model
 
 from course_lib import classifier as C
 from course_lib.data import review_splits
+from course_lib.metrics import BinaryF1, make_metrics
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +120,12 @@ def test_o1_is_refused_with_an_explanation(tokenizer, tmp_path, monkeypatch):
 
 def test_unknown_metric_name_is_a_clear_error():
     with pytest.raises(ValueError, match=r"Unknown metric name\(s\) \['acuracy'\]; choose from"):
-        C.make_metrics(["acuracy"])
-    assert set(C.make_metrics("accuracy")) == {"accuracy"}
+        make_metrics(["acuracy"])
+    made = make_metrics(("accuracy", "f1"))
+    assert set(made) == {"accuracy", "f1"} and isinstance(made["f1"], BinaryF1)
+    with pytest.raises(ValueError, match="Unknown amp_level 'O4'"):
+        C.build_model(C.SentimentClassifier(50, 8, embed_dim=8, num_heads=2, ffn_dim=16),
+                      amp_level="O4")
 
 
 def test_bad_inputs(tokenizer):
