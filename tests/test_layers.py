@@ -8,7 +8,8 @@ from mindspore import Tensor
 
 from course_lib.layers import (MASK_VALUE, Attention, DecoderConfig, RMSNorm, RotaryEmbedding,
                                SwiGLU, alibi_slopes, apply_rotary, attention_bias,
-                               attention_weights, causal_allowed)
+                               attention_weights, causal_allowed, swiglu_width)
+from course_lib.baichuan import tiny as baichuan_tiny
 
 
 # ---------------------------------------------------------------- ALiBi
@@ -160,3 +161,9 @@ def test_config_validation_messages():
         DecoderConfig(**{**base, "vocab_size": 0})
     with pytest.raises(TypeError, match="Unknown config field"):
         DecoderConfig(**base).replace(hiden_size=4)
+
+
+def test_swiglu_width_is_llamas_rule():
+    assert swiglu_width(4096, multiple_of=256) == 11008      # LLaMA-7B's published width
+    assert swiglu_width(5120, multiple_of=256) == 13824      # LLaMA-13B
+    assert swiglu_width(128) == 352 == baichuan_tiny().intermediate_size

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..hf_weights import state_dict
+from ..layers import swiglu_width
 from .launch import emit
 
 
@@ -138,12 +140,8 @@ def model_config(args):
     """The course's tiny Baichuan (ALiBi, W_pack, SwiGLU), resized by the command line."""
     from ..baichuan import tiny
     return tiny(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
-                intermediate_size=(8 * args.hidden // 3 + 31) // 32 * 32,
+                intermediate_size=swiglu_width(args.hidden),
                 max_seq_len=max(args.block_size, 512))
-
-
-def weights_of(model) -> dict[str, np.ndarray]:
-    return {p.name: p.asnumpy() for p in model.get_parameters()}
 
 
 def fingerprint(weights: dict[str, np.ndarray]) -> float:
@@ -252,7 +250,7 @@ def main(argv=None) -> None:
     warmup = args.steps // 10 if args.warmup is None else args.warmup
     step_fn = build_train_step(model, warmup_cosine_lr(args.lr, args.steps, warmup),
                                args.clip, parallel)
-    start_weights = weights_of(model)
+    start_weights = state_dict(model)
     first = next(dataset.create_tuple_iterator(num_epochs=1))
     emit(kind="start", rank=rank, world=world, parallel=parallel,
          shard_batches=dataset.get_dataset_size(), first_batch_sum=int(first[0].asnumpy().sum()),
@@ -276,7 +274,7 @@ def main(argv=None) -> None:
     seconds = time.perf_counter() - t0
 
     # 5. Results: per-rank weights (the proof), rank-0 checkpoint.
-    final = weights_of(model)
+    final = state_dict(model)
     weights_file = None
     if args.out:
         out = Path(args.out)
