@@ -38,6 +38,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
 
 from .blocks import count_parameters
+from .validate import is_int
 
 LORA_PARAMS = ("lora_A", "lora_B")
 ADAPTER_FORMAT = "course_lib.lora/1"
@@ -108,7 +109,7 @@ class LoRADense(nn.Dense):
 
 
 def check_rank(r, in_features: int, out_features: int, name: str = "layer") -> None:
-    if not isinstance(r, (int, np.integer)) or isinstance(r, bool):
+    if not is_int(r):
         raise TypeError(f"LoRA rank r must be an int, got {r!r}.")
     if r <= 0:
         raise ValueError(f"LoRA rank r must be >= 1, got {r}.")

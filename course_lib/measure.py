@@ -13,6 +13,7 @@ from mindspore import nn
 
 from .runtime import execution_mode
 from .training import AdamW, LossCell, TrainStep
+from .validate import is_int
 
 # kind -> (cell, execution mode)
 STEPS = {"TrainOneStepCell (graph)": ("TrainOneStepCell", "graph"),
@@ -64,7 +65,7 @@ def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[
     fresh objects (seed inside ``make_model``)."""
     pynative_steps = steps if pynative_steps is None else pynative_steps
     for name, value in (("steps", steps), ("pynative_steps", pynative_steps)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 2:
+        if not is_int(value) or value < 2:
             raise ValueError(f"{name} must be an int >= 2 (a warm-up call, then timing), "
                              f"got {value!r}.")
     batches = _first_batches(make_data, steps + 1)

@@ -41,7 +41,8 @@ from mindspore.train import RunContext
 from .hf_weights import check_compatible
 from .runtime import defer_interrupt, eval_mode, execution_mode, keep_interrupt
 from .safeio import save_checkpoint_atomic
-from .validate import check_batch, check_learning_rate, check_token_ids, model_vocab_size
+from .validate import (check_batch, check_learning_rate, check_token_ids, is_int,
+                       model_vocab_size)
 from .blocks import count_parameters
 from .training import (AdamW, EvalCell, LossCell, TrainStep, apply_amp, select_trainable,
                        warmup_cosine_lr)
@@ -134,7 +135,7 @@ class LLMTrainer:
                    weight_decay, clip):
         """(Re)build data position, schedule, optimizer and train step for one phase
         (pre-training, or a fine-tuning phase started by :meth:`finetune`)."""
-        if not isinstance(steps, (int, np.integer)) or steps <= 0:
+        if not is_int(steps) or steps <= 0:
             raise ValueError(f"steps must be a positive int (optimizer steps), got {steps!r}")
         check_learning_rate(lr)
         self.batches_per_epoch = _dataset_size(train_data, "train_data")
@@ -240,7 +241,7 @@ class LLMTrainer:
         this call's history (``self.history`` keeps the whole run)."""
         remaining = self.total_steps - self.step
         n = remaining if steps is None else steps
-        if not isinstance(n, (int, np.integer)) or n <= 0:
+        if not is_int(n) or n <= 0:
             if steps is None:
                 raise ValueError(f"All {self.total_steps} scheduled steps are done; build a "
                                  "trainer with more steps (or call finetune) to go on.")
