@@ -14,6 +14,7 @@ import time
 
 import course_lib as cl
 from course_lib import classifier
+from course_lib.measure import measure_training_speed
 from course_lib.data import review_splits
 from course_lib.tokenizer import load_tokenizer
 
@@ -39,8 +40,8 @@ def main():
     start = time.perf_counter()
     for _ in range(args.repeats):
         for v in variants:
-            r = classifier.measure_training_speed(make_net, make_data, v[0], args.steps,
-                                                  amp_level=v[1])
+            r = measure_training_speed(make_net, make_data, v[0], args.steps,
+                                       amp_level=v[1])
             first, speed = r["first_step_s"], r["steps_per_s"]
             best[v] = (min(best[v][0], first), max(best[v][1], speed))
     for (mode, amp), (first, speed) in best.items():

@@ -236,6 +236,7 @@ def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: s
     """
     from .blocks import count_parameters
     from .lora import inject_lora, lora_parameters, parameter_counts
+    from .measure import StepTimer
     from .runtime import seed_everything
     from .trainer import LLMTrainer
 
@@ -254,44 +255,14 @@ def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: s
     trainer = LLMTrainer(model, data, lr=lr, steps=steps, warmup_steps=warmup_steps,
                          weight_decay=weight_decay, clip=1.0, trainable=trainable,
                          callbacks=list(callbacks), mode=mode, data_seed=seed)
-    clock = _step_clock()
+    clock = StepTimer()
     trainer.callbacks.insert(0, clock)           # one train() call: one progress bar per run
     trainer.train()
     trainer.callbacks.remove(clock)
-    compile_seconds, step_seconds = clock.first, clock.mean_after_first
+    compile_seconds, step_seconds = clock.first_step_seconds, clock.mean_step_seconds
     model.set_train(False)
     count = parameter_counts(model)
     return FinetuneRun(method, r if method == "lora" else None,
                        count_parameters(trainable), count.total,
                        optimizer_state_bytes(trainer.optimizer), step_seconds, compile_seconds,
                        {k: list(v) for k, v in trainer.history.items()}, model, trainer, report)
-
-
-def _step_clock():
-    """A Callback timing each training step from ``on_train_begin``: the first step includes
-    graph compilation, the others are the steady-state step time."""
-    import time
-    from mindspore.train import Callback
-
-    class StepClock(Callback):
-        def __init__(self):
-            self.times: list[float] = []
-
-        def on_train_begin(self, run_context):
-            self.times, self._last = [], time.perf_counter()
-
-        def on_train_step_end(self, run_context):
-            now = time.perf_counter()
-            self.times.append(now - self._last)
-            self._last = now
-
-        @property
-        def first(self) -> float:
-            return self.times[0] if self.times else 0.0
-
-        @property
-        def mean_after_first(self) -> float:
-            rest = self.times[1:]
-            return sum(rest) / len(rest) if rest else 0.0
-
-    return StepClock()

@@ -138,16 +138,3 @@ def test_bad_inputs(tokenizer):
         C.review_dataset([], tokenizer, 8, 4)
     with pytest.raises(ValueError, match="make no full batch"):
         C.review_dataset([("好", 1)], tokenizer, 8, 4, drop_remainder=True)
-
-
-def test_measure_training_speed_restores_mode(tokenizer, splits):
-    make_net = lambda: C.SentimentClassifier(tokenizer.vocab_size, 16, embed_dim=16,  # noqa: E731
-                                             num_heads=2, ffn_dim=32)
-    make_data = lambda: C.review_dataset(splits.train[:64], tokenizer, 16, 8)  # noqa: E731
-    result = C.measure_training_speed(make_net, make_data, "graph", steps=3)
-    assert result["mode"] == "graph" and result["steps"] == 3 and result["steps_per_s"] > 0
-    assert ms.get_context("mode") == ms.PYNATIVE_MODE
-    with pytest.raises(ValueError, match="Unknown mode 'eager'"):
-        C.measure_training_speed(make_net, make_data, "eager", steps=3)
-    with pytest.raises(ValueError, match="gives only 8 batches; need 20"):
-        C.measure_training_speed(make_net, make_data, "graph", steps=20)

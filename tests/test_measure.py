@@ -52,3 +52,40 @@ def test_compare_train_steps_rejects_bad_counts():
         measure.compare_train_steps(_model, _data, steps=1)
     with pytest.raises(ValueError, match="need >= 41"):
         measure.compare_train_steps(_model, _data, steps=40)
+
+
+def test_measure_training_speed_times_model_train_in_the_mode_asked(monkeypatch, tokenizer):
+    from course_lib import classifier as C
+    ticks, modes = iter(range(100)), []
+    real_build = measure.build_model
+
+    def build(net, **kwargs):
+        modes.append(ms.get_context("mode"))
+        return real_build(net, **kwargs)
+
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: float(next(ticks)))
+    monkeypatch.setattr(measure, "build_model", build)
+    examples = [("很好看" * (i % 5 + 1), i % 2) for i in range(64)]
+    make_net = lambda: C.SentimentClassifier(tokenizer.vocab_size, 16, embed_dim=16,  # noqa: E731
+                                             num_heads=2, ffn_dim=32)
+    make_data = lambda: C.review_dataset(examples, tokenizer, 16, 8)  # noqa: E731
+    result = measure.measure_training_speed(make_net, make_data, "graph", steps=3)
+    # one tick at train begin and one per step: times 0, 1, 2, 3
+    assert result == {"mode": "graph", "steps": 3, "first_step_s": 1.0, "steps_per_s": 1.0,
+                      "total_s": 3.0}
+    assert modes == [ms.GRAPH_MODE] and ms.get_context("mode") == ms.PYNATIVE_MODE
+    with pytest.raises(ValueError, match="Unknown mode 'eager'"):
+        measure.measure_training_speed(make_net, make_data, "eager", steps=3)
+    with pytest.raises(ValueError, match="gives only 8 batches; need 20"):
+        measure.measure_training_speed(make_net, make_data, "graph", steps=20)
+
+
+def test_step_timer_reports_first_and_mean_step():
+    timer = measure.StepTimer()
+    timer.times = [10.0, 14.0, 15.0, 17.0]          # compile step 4 s, then 1 s and 2 s
+    assert timer.first_step_seconds == 4.0 and timer.mean_step_seconds == 1.5
+    assert timer.steps_per_second() == pytest.approx(2 / 3)
+    timer.times = [10.0, 14.0]
+    assert timer.mean_step_seconds == 0.0
+    with pytest.raises(ValueError, match="at least 2 timed steps"):
+        timer.steps_per_second()
