@@ -211,39 +211,77 @@ def max_rank_difference(out_dir) -> float:
 # --------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------
-def main(argv=None) -> None:
-    t_start = time.perf_counter()
-    args = parse_args(argv)
+def _join_cluster(args):
+    """Device and mode first (init() binds the communication backend of this device), then
+    the cluster when msrun started us. Returns ``(rank, world, parallel)``."""
     import mindspore as ms
     import course_lib as cl
-
-    # 1. Device and mode first: init() binds the communication backend of this device.
     cl.setup(device=args.device, mode=args.mode, seed=args.seed, quiet=True)
     if args.threads:        # N processes on one CPU: avoid N x cores threads fighting
         ms.set_context(runtime_num_threads=args.threads)
     if args.blocking:
         ms.runtime.launch_blocking()
-    distributed = "MS_ROLE" in os.environ            # set by msrun (scheduler or worker)
     rank, world = 0, 1
-    if distributed:
+    if "MS_ROLE" in os.environ:                      # set by msrun (scheduler or worker)
         from mindspore.communication import get_group_size, get_rank, init
         init()        # the scheduler process serves the cluster inside init() and exits
         rank, world = get_rank(), get_group_size()
-    parallel = distributed and world > 1 and not args.no_parallel
+    parallel = world > 1 and not args.no_parallel
     if parallel:
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
                                      gradients_mean=True)
-    t_init = time.perf_counter()
     cl.seed_everything(args.seed)    # the same seed on every rank -> identical initial weights
+    return rank, world, parallel
 
-    # 2. Data: the same packed blocks everywhere, a different shard per rank.
+
+def _shard(args, rank: int, world: int):
+    """The same packed blocks everywhere, a different shard per rank."""
     blocks = np.load(args.data) if args.data else prepare_blocks(args.block_size, args.max_docs)
     if blocks.shape[1] != args.block_size + 1:
         raise SystemExit(f"--data has rows of {blocks.shape[1]} tokens but --block-size "
                          f"{args.block_size} needs {args.block_size + 1}; prepare it again.")
-    dataset = sharded_dataset(blocks, args.batch_size, rank, world, args.seed)
+    return sharded_dataset(blocks, args.batch_size, rank, world, args.seed)
 
-    # 3. Model, schedule, train step.
+
+def _train(args, step_fn, dataset, rank: int):
+    """``args.steps`` optimizer steps over the shard (epoch after epoch); only rank 0 logs.
+    Returns ``(steps, last loss, seconds)``."""
+    t0 = time.perf_counter()
+    step, loss = 0, float("nan")
+    while step < args.steps:
+        for input_ids, labels in dataset.create_tuple_iterator(num_epochs=1):
+            loss, norm = step_fn(input_ids, labels)
+            step += 1
+            loss = float(loss.asnumpy())
+            if rank == 0 and (step % args.log_every == 0 or step == 1 or step == args.steps):
+                emit(kind="step", rank=0, step=step, loss=round(loss, 4),
+                     grad_norm=round(float(norm.asnumpy()), 4))
+            if step == args.steps:
+                break
+    return step, loss, time.perf_counter() - t0
+
+
+def _save(args, model, final: dict, rank: int) -> str | None:
+    """Per-rank weights (the proof that the ranks agree) and rank 0's checkpoint."""
+    import mindspore as ms
+    if not args.out:
+        return None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    weights_file = str(out / f"weights_rank{rank}.npz")
+    np.savez(weights_file, **final)
+    if rank == 0:
+        ms.save_checkpoint(model, str(out / "model.ckpt"))
+    return weights_file
+
+
+def main(argv=None) -> None:
+    t_start = time.perf_counter()
+    args = parse_args(argv)
+    rank, world, parallel = _join_cluster(args)
+    t_init = time.perf_counter()
+    dataset = _shard(args, rank, world)
+
     from ..baichuan import BaichuanForCausalLM
     from ..training import warmup_cosine_lr
     model = BaichuanForCausalLM(model_config(args))
@@ -258,31 +296,9 @@ def main(argv=None) -> None:
          parameters=int(sum(w.size for w in start_weights.values())),
          init_seconds=round(t_init - t_start, 2), ready_seconds=round(time.perf_counter() - t_start, 2))
 
-    # 4. Train. Only rank 0 talks.
-    t0 = time.perf_counter()
-    step, loss = 0, float("nan")
-    while step < args.steps:
-        for input_ids, labels in dataset.create_tuple_iterator(num_epochs=1):
-            loss, norm = step_fn(input_ids, labels)
-            step += 1
-            loss = float(loss.asnumpy())
-            if rank == 0 and (step % args.log_every == 0 or step == 1 or step == args.steps):
-                emit(kind="step", rank=0, step=step, loss=round(loss, 4),
-                     grad_norm=round(float(norm.asnumpy()), 4))
-            if step == args.steps:
-                break
-    seconds = time.perf_counter() - t0
-
-    # 5. Results: per-rank weights (the proof), rank-0 checkpoint.
+    step, loss, seconds = _train(args, step_fn, dataset, rank)
     final = state_dict(model)
-    weights_file = None
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        weights_file = str(out / f"weights_rank{rank}.npz")
-        np.savez(weights_file, **final)
-        if rank == 0:
-            ms.save_checkpoint(model, str(out / "model.ckpt"))
+    weights_file = _save(args, model, final, rank)
     emit(kind="end", rank=rank, steps=step, last_loss=round(loss, 4), train_seconds=round(seconds, 2),
          steps_per_second=round(step / seconds, 3), fingerprint=round(fingerprint(final), 3),
          weights_file=weights_file)

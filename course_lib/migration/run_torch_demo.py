@@ -68,6 +68,56 @@ def load_inputs(path):
 # --------------------------------------------------------------------------------------
 # Child side: PyTorch-API backends (real torch or mindtorch)
 # --------------------------------------------------------------------------------------
+def _snapshot(model) -> dict:
+    return {k: np.array(v.detach().numpy(), copy=True) for k, v in model.state_dict().items()}
+
+
+def _changed(model, before: dict) -> float:
+    return float(max(np.abs(v.detach().numpy() - before[k]).max()
+                     for k, v in model.state_dict().items()))
+
+
+def _attempt(run):
+    """``(result, None)`` or ``(None, "Type: message [at line]")``: the error is the measurement."""
+    try:
+        return run(), None
+    except Exception as exc:  # noqa: BLE001
+        return None, _error(exc)
+
+
+def _probe_unchanged_loops(fresh, batches, lr) -> dict:
+    """The textbook loop (zero_grad / backward / AdamW.step) and the hand-written SGD loop
+    with backward(), both unchanged."""
+    from . import torch_demo
+    model = fresh()
+    before = _snapshot(model)
+    losses, error = _attempt(lambda: torch_demo.train_textbook(model, batches[:3]))
+    out = {"textbook_losses": losses, "textbook_error": error,
+           "textbook_weights_changed": _changed(model, before)}
+    model = fresh()
+    out["sgd_losses"], out["sgd_error"] = _attempt(
+        lambda: torch_demo.train_sgd(model, batches[:2], lr))
+    return out
+
+
+def _probe_optimizer_steps(backend: str, torch, fresh, batch) -> dict:
+    """``Optimizer.step()`` of AdamW and SGD when gradients ARE present."""
+    from . import torch_demo
+    out = {}
+    for name in ("AdamW", "SGD"):
+        model = fresh()
+        params = list(model.parameters())
+        if backend == "mindtorch":
+            torch.autograd.value_and_grad(lambda i, l: torch_demo.lm_loss(model, i, l), params)(*batch)
+        else:
+            torch_demo.lm_loss(model, *batch).backward()
+        before = _snapshot(model)
+        opt = getattr(torch.optim, name)(params, lr=1e-3)
+        _, error = _attempt(opt.step)
+        out[f"{name}_step"] = error or f"ok (max weight change {_changed(model, before):.1e})"
+    return out
+
+
 def measure_torch_api(backend: str, cfg: DemoConfig, weights: dict, batches_np: list,
                       lr: float) -> dict:
     """Probe and train ``torch_demo`` on real PyTorch or (backend="mindtorch") on mindtorch.
@@ -87,66 +137,23 @@ def measure_torch_api(backend: str, cfg: DemoConfig, weights: dict, batches_np: 
         model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()}, strict=True)
         return model
 
-    def snapshot(model):
-        return {k: np.array(v.detach().numpy(), copy=True) for k, v in model.state_dict().items()}
-
-    def changed(model, before):
-        return float(max(np.abs(v.detach().numpy() - before[k]).max()
-                         for k, v in model.state_dict().items()))
-
     out = {"backend": backend, "torch_file": torch.__file__, "torch_version": torch.__version__}
     model = fresh()
     with torch.no_grad():
         logits = model(batches[0][0])
     out["first_logits"] = [float(v) for v in logits[0, -1].numpy()]
-
     # 1. Does loss.backward() fill .grad?
-    loss = torch_demo.lm_loss(model, *batches[0])
-    loss.backward()
+    torch_demo.lm_loss(model, *batches[0]).backward()
     params = list(model.parameters())
     out["backward_grads"] = sum(p.grad is not None for p in params)
     out["num_params"] = len(params)
-
-    # 2. The textbook loop (zero_grad / backward / AdamW.step), unchanged.
-    model = fresh()
-    before = snapshot(model)
-    try:
-        out["textbook_losses"] = torch_demo.train_textbook(model, batches[:3])
-        out["textbook_error"] = None
-    except Exception as exc:  # noqa: BLE001 - the measurement is the error itself
-        out["textbook_losses"], out["textbook_error"] = None, _error(exc)
-    out["textbook_weights_changed"] = changed(model, before)
-
-    # 3. Hand-written SGD with backward(), unchanged.
-    model = fresh()
-    try:
-        out["sgd_losses"] = torch_demo.train_sgd(model, batches[:2], lr)
-        out["sgd_error"] = None
-    except Exception as exc:  # noqa: BLE001
-        out["sgd_losses"], out["sgd_error"] = None, _error(exc)
-
-    # 4. Optimizer.step() when gradients ARE present.
-    for name in ("AdamW", "SGD"):
-        model = fresh()
-        params = list(model.parameters())
-        if backend == "mindtorch":
-            torch.autograd.value_and_grad(lambda i, l: torch_demo.lm_loss(model, i, l), params)(*batches[0])
-        else:
-            torch_demo.lm_loss(model, *batches[0]).backward()
-        before = snapshot(model)
-        opt = getattr(torch.optim, name)(params, lr=1e-3)
-        try:
-            opt.step()
-            out[f"{name}_step"] = f"ok (max weight change {changed(model, before):.1e})"
-        except Exception as exc:  # noqa: BLE001
-            out[f"{name}_step"] = _error(exc)
-
+    out.update(_probe_unchanged_loops(fresh, batches, lr))                     # 2. and 3.
+    out.update(_probe_optimizer_steps(backend, torch, fresh, batches[0]))      # 4.
     # 5. The run that trains: the workaround on mindtorch, plain backward() on PyTorch.
-    model = fresh()
     train = torch_demo.train_workaround if backend == "mindtorch" else torch_demo.train_sgd
     out["train_loop"] = train.__name__
     start = time.perf_counter()
-    out["train_losses"] = train(model, batches, lr)
+    out["train_losses"] = train(fresh(), batches, lr)
     out["train_seconds"] = time.perf_counter() - start
     return out
 
