@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import mindspore as ms
+import mindspore.dataset as ds
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
-from mindspore.train import Callback
+from mindspore.train import Callback, LearningRateScheduler, Model
 
 from .hf_weights import check_compatible
 from .plots import LivePlot
@@ -143,8 +144,6 @@ def probe_lr(method: str = "constant", mode: str = "pynative", steps: int = 4,
                                 base_lr=base_lr, timeout=300)
         except IsolatedError as err:
             return f"crashed (exit code {err.exit_code})"
-    import mindspore.dataset as ds
-    from mindspore.train import LearningRateScheduler, Model
 
     def wanted(i):
         return base_lr / (i + 1)

@@ -36,6 +36,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
+from mindspore.nn.utils import no_init_parameters
 
 from .blocks import count_parameters
 from .validate import is_int
@@ -74,7 +75,6 @@ class LoRADense(nn.Dense):
         # nn.Dense.__init__ builds the matmul/bias ops; the weight it makes is replaced right
         # away by the base layer's own Parameters, so it is never allocated
         # (no_init_parameters defers it; it is dropped before anything could initialise it).
-        from mindspore.nn.utils import no_init_parameters
         with no_init_parameters():
             super().__init__(in_f, out_f, weight_init="zeros", bias_init="zeros",
                              has_bias=base.has_bias)

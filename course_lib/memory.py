@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from mindspore.nn.utils import no_init_parameters
+
 from .blocks import count_parameters  # noqa: F401  (chapters 06-07 import it from here)
 
 GiB = 2 ** 30
@@ -62,7 +64,6 @@ def build_lazy(model_cls, config):
     """Instantiate ``model_cls(config)`` without allocating its weights, using MindSpore's
     ``nn.utils.no_init_parameters``: shapes exist, memory does not (until loaded/initialised).
     Baichuan-13B takes about a second and a few hundred MB instead of 53 GB."""
-    from mindspore.nn.utils import no_init_parameters
     with no_init_parameters():
         return model_cls(config)
 
