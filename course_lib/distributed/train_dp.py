@@ -33,9 +33,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from mindspore import nn, ops
 
 from ..hf_weights import state_dict
 from ..layers import swiglu_width
+from ..training import AdamW, LossCell, TrainStep, global_norm, warmup_cosine_lr
 from .launch import emit
 
 
@@ -107,30 +109,28 @@ def sharded_dataset(blocks: np.ndarray, batch_size: int, rank: int, world: int, 
 # --------------------------------------------------------------------------------------
 # The train step with the all-reduce
 # --------------------------------------------------------------------------------------
+class DataParallelTrainStep(TrainStep):
+    """TrainStep with one extra line: average the gradients over all ranks BEFORE
+    measuring their norm and clipping — every rank must clip the same gradient."""
+
+    def __init__(self, loss_net, optimizer, clip):
+        super().__init__(loss_net, optimizer, clip)
+        self.grad_reducer = nn.DistributedGradReducer(optimizer.parameters, mean=True)
+
+    def construct(self, input_ids, labels):
+        loss = self.loss_net(input_ids, labels)
+        sens = ops.fill(loss.dtype, loss.shape, 1.0)
+        grads = self.grad(self.loss_net, self.weights)(input_ids, labels, sens)
+        grads = self.grad_reducer(grads)                 # all-reduce (mean) across ranks
+        norm = global_norm(grads)
+        if self.clip > 0.0:
+            grads = ops.clip_by_global_norm(grads, self.clip)
+        loss = ops.depend(loss, self.optimizer(grads))
+        return loss, norm
+
+
 def build_train_step(model, lr_schedule, clip: float, parallel: bool):
     """``TrainStep`` (course_lib.training) + a gradient all-reduce when ``parallel``."""
-    from mindspore import nn, ops
-    from ..training import AdamW, LossCell, TrainStep, global_norm
-
-    class DataParallelTrainStep(TrainStep):
-        """TrainStep with one extra line: average the gradients over all ranks BEFORE
-        measuring their norm and clipping — every rank must clip the same gradient."""
-
-        def __init__(self, loss_net, optimizer, clip):
-            super().__init__(loss_net, optimizer, clip)
-            self.grad_reducer = nn.DistributedGradReducer(optimizer.parameters, mean=True)
-
-        def construct(self, input_ids, labels):
-            loss = self.loss_net(input_ids, labels)
-            sens = ops.fill(loss.dtype, loss.shape, 1.0)
-            grads = self.grad(self.loss_net, self.weights)(input_ids, labels, sens)
-            grads = self.grad_reducer(grads)                 # all-reduce (mean) across ranks
-            norm = global_norm(grads)
-            if self.clip > 0.0:
-                grads = ops.clip_by_global_norm(grads, self.clip)
-            loss = ops.depend(loss, self.optimizer(grads))
-            return loss, norm
-
     optimizer = AdamW(model.trainable_params(), lr_schedule, weight_decay=0.1)
     cls = DataParallelTrainStep if parallel else TrainStep
     return cls(LossCell(model), optimizer, clip)
@@ -283,7 +283,6 @@ def main(argv=None) -> None:
     dataset = _shard(args, rank, world)
 
     from ..baichuan import BaichuanForCausalLM
-    from ..training import warmup_cosine_lr
     model = BaichuanForCausalLM(model_config(args))
     warmup = args.steps // 10 if args.warmup is None else args.warmup
     step_fn = build_train_step(model, warmup_cosine_lr(args.lr, args.steps, warmup),
