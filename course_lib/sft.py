@@ -18,11 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import mindspore as ms
 import numpy as np
+from mindspore import Tensor, nn, ops
 
+from .blocks import count_parameters
 from .data import LABELS
+from .lora import inject_lora, lora_parameters, parameter_counts
+from .measure import StepTimer
 from .pipelines import IGNORE_INDEX, PairSource, make_dataset
-from .runtime import eval_mode, execution_mode
+from .runtime import eval_mode, execution_mode, seed_everything
+from .trainer import LLMTrainer
 
 INSTRUCTION = "指令：判断下面评论的情感（正面/负面）。\n评论："
 
@@ -126,9 +132,6 @@ def answer_logprobs(model, tokenizer, texts: Sequence[str], max_len: int = 128,
 
 
 def _answer_logprobs(model, tokenizer, texts, max_len, batch_size, fixed_batch):
-    import mindspore as ms
-    from mindspore import Tensor, ops
-
     if isinstance(texts, str):
         raise TypeError("texts must be a list of str; wrap a single review as [text].")
     if len(texts) == 0:
@@ -158,7 +161,6 @@ def _logits_at(model, input_ids, pairs):
     """Logits at the (row, position) ``pairs`` only. For a course ``CausalLM`` (``.model``
     body + ``.lm_head``) the head — by far the largest matmul of a tiny model with an 8000-
     word vocabulary — is applied to those few positions instead of all of them."""
-    from mindspore import nn, ops
     body, head = getattr(model, "model", None), getattr(model, "lm_head", None)
     if isinstance(body, nn.Cell) and isinstance(head, nn.Cell):
         return head(ops.gather_nd(body(input_ids), pairs))
@@ -234,12 +236,6 @@ def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: s
     adapter parameters only. ``method="full"``: every parameter is trained. Everything else
     (data, order, schedule, clipping, step count) is identical, so the runs compare fairly.
     """
-    from .blocks import count_parameters
-    from .lora import inject_lora, lora_parameters, parameter_counts
-    from .measure import StepTimer
-    from .runtime import seed_everything
-    from .trainer import LLMTrainer
-
     if method not in ("lora", "full"):
         raise ValueError(f"method must be 'lora' or 'full', got {method!r}.")
     if steps < 2:
