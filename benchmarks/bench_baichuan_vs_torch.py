@@ -39,6 +39,7 @@ import course_lib as cl
 from course_lib import baichuan
 from course_lib.baichuan import BaichuanForCausalLM
 from course_lib.hf_weights import state_dict
+from course_lib.layers import swiglu_width
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from torch_baichuan import TorchBaichuan  # noqa: E402  (the one torch reference, shared with tests)
@@ -88,7 +89,7 @@ def build_pair(hidden, layers, heads, batch, seq, lr=1e-3, wd=0.1):
     from mindspore import Tensor
     from course_lib.training import AdamW, LossCell, TrainStep
     cfg = baichuan.tiny(hidden_size=hidden, num_layers=layers, num_heads=heads,
-                        intermediate_size=int(hidden * 8 / 3 + 31) // 32 * 32)
+                        intermediate_size=swiglu_width(hidden))
     ms_model = BaichuanForCausalLM(cfg)
     tmodel = TorchBaichuan(cfg)
     tmodel.load_from(state_dict(ms_model))

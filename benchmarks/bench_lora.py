@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import course_lib as cl
+from course_lib.blocks import count_parameters
 
 
 def build(config, method: str, r: int, batch: int, seq: int, steps: int):
@@ -62,7 +63,7 @@ def compare(name, config, r, batch, seq, steps, rounds):
           f"{'optimizer state':>16} {'step ms':>9}")
     med = {}
     for m, t in trainers.items():
-        total = sum(p.size for p in t.model.get_parameters())
+        total = count_parameters(t.model)
         med[m] = statistics.median(times[m])
         print(f"{m:<6} {t.num_trainable:>12,} {total:>12,} {100 * t.num_trainable / total:>8.3f}% "
               f"{optimizer_state_bytes(t.optimizer):>14,} B {1000 * med[m]:>9.1f}")
@@ -75,7 +76,7 @@ def compare(name, config, r, batch, seq, steps, rounds):
 
 def seven_b(r: int):
     from course_lib.internlm import InternLMForCausalLM, internlm_7b
-    from course_lib.lora import count_parameters, inject_lora
+    from course_lib.lora import inject_lora, parameter_counts
     from course_lib.memory import GiB, build_lazy, training_state_bytes
 
     cfg = internlm_7b()
@@ -85,7 +86,7 @@ def seven_b(r: int):
     seconds = time.perf_counter() - start
     closed = cfg.num_layers * 2 * r * (cfg.hidden_size + cfg.hidden_size)
     base = cfg.num_parameters()
-    count = count_parameters(model)
+    count = parameter_counts(model)
     print(f"\n== InternLM-7B preset (computed, built lazily in {seconds:.1f} s): LoRA r={r} on "
           "q_proj, v_proj")
     print(f"adapter parameters {report.added:,} (closed form {closed:,}, equal: "

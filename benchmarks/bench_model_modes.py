@@ -14,23 +14,9 @@ import time
 
 import course_lib as cl
 from course_lib import classifier
+from course_lib.measure import measure_training_speed
 from course_lib.data import review_splits
 from course_lib.tokenizer import load_tokenizer
-
-
-def timed_run(make_net, make_data, mode, amp_level, steps):
-    """Like classifier.measure_training_speed, with an amp_level."""
-    import mindspore as ms
-    previous = ms.get_context("mode")
-    ms.set_context(mode=classifier.MODES[mode])
-    try:
-        ms.set_seed(0)
-        model = classifier.build_model(make_net(), amp_level=amp_level)
-        timer = classifier.StepTimer()
-        model.train(1, make_data().take(steps), callbacks=[timer], dataset_sink_mode=False)
-    finally:
-        ms.set_context(mode=previous)
-    return timer.times[1] - timer.times[0], timer.steps_per_second()
 
 
 def main():
@@ -54,7 +40,9 @@ def main():
     start = time.perf_counter()
     for _ in range(args.repeats):
         for v in variants:
-            first, speed = timed_run(make_net, make_data, *v, args.steps)
+            r = measure_training_speed(make_net, make_data, v[0], args.steps,
+                                       amp_level=v[1])
+            first, speed = r["first_step_s"], r["steps_per_s"]
             best[v] = (min(best[v][0], first), max(best[v][1], speed))
     for (mode, amp), (first, speed) in best.items():
         print(f"{mode:9} {amp}: first step {first:6.2f} s | then {speed:7.2f} steps/s")

@@ -6,7 +6,7 @@
 The same InternLM-tiny and the same news batches are trained by ``nn.TrainOneStepCell``
 (what ``Model.train`` runs each step, GRAPH mode), by LLMTrainer's ``TrainStep`` in GRAPH
 mode (+ global-norm clipping, the norm returned) and by ``TrainStep`` in PYNATIVE mode.
-``course_lib.trainer.compare_train_steps`` interleaves them step by step (one of each
+``course_lib.measure.compare_train_steps`` interleaves them step by step (one of each
 per round) so that background load hits all alike, and prints the median step time and
 the ratios to ``TrainStep (graph)``.
 """
@@ -28,7 +28,7 @@ def main():
     from course_lib.data import news_splits
     from course_lib.pipelines import lm_dataset
     from course_lib.tokenizer import load_tokenizer
-    from course_lib.trainer import compare_train_steps
+    from course_lib.measure import compare_train_steps
 
     tok = load_tokenizer()
     docs = news_splits().train[:2000]

@@ -2,6 +2,45 @@
 
 Import it first in a notebook: it quiets MindSpore's C++ logging (GLOG_v must be set
 before MindSpore is imported) and keeps the Hugging Face stack offline.
+
+Where the code of a chapter lives (the modules each notebook imports; the modules are flat,
+one topic each, like nanoGPT's and d2l's; ``course_lib.check`` serves every chapter,
+``course_lib.solutions`` holds the exercise answers; ``tests/test_course_map.py`` keeps
+this table equal to the notebooks' imports):
+
+    00 setup and tour ............ data, runtime, tokenizer
+    01 nn.Cell ................... blocks
+    02 the Model API ............. blocks, classifier, data, measure, sources, tokenizer
+    03 mindspore.dataset ......... data, pipelines, sources, tokenizer
+    04 callbacks ................. callbacks, classifier, data, metrics, plots, runtime,
+                                   tokenizer, training
+    05 LLMTrainer ................ blocks, callbacks, data, internlm, measure, pipelines,
+                                   plots, tokenizer, trainer, training
+    06 building Baichuan-13B ..... baichuan, hf_weights, internlm, layers, memory, tokenizer,
+                                   training
+    07 pre-training, generation .. baichuan, callbacks, data, generation, hf_weights, layers,
+                                   memory, pipelines, plots, tokenizer, trainer
+    08 InternLM + LoRA ........... data, generation, internlm, lora, memory, pipelines, sft, zoo
+    09 merge, export, deploy ..... export, lora, sft, zoo
+    10 distributed training ...... baichuan, distributed, memory
+    11 mindnlp interop ........... data, internlm, interop, tokenizer
+    12 inference engineering ..... data, export, generation, inference, lora, zoo
+    13 PyTorch migration ......... baichuan, hf_weights, internlm, migration, training
+    14 dynamic shapes, compiling . baichuan, data, migration, pipelines, runtime, tokenizer,
+                                   training
+    15 real checkpoints .......... baichuan, conversation, finetune, hf_weights, internlm,
+                                   lookalike, memory, pretrained
+
+Underneath, imported by the modules above: ``scale`` (``cl.pick``), ``validate`` (input
+checks), ``safeio`` (atomic writes), ``hf_tokenizer``, ``experiments`` (benchmarks).
+
+Import rule. A notebook starts with ``import course_lib as cl`` and ``cl.setup()``, then
+imports modules by name (``from course_lib import layers`` or ``from course_lib.layers
+import Attention``). Inside ``course_lib`` a module imports MindSpore, NumPy and the
+course modules it uses at the top. A function imports late only (1) an optional or foreign
+package (torch, transformers, mindnlp, tqdm, matplotlib), (2) a module that would make an
+import cycle, or (3) in code that must stay importable before MindSpore is (``runtime``,
+``scale``, this file, the fresh-process side of ``runtime.run_isolated``).
 """
 import os
 
@@ -13,7 +52,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from .scale import SCALE, pick  # noqa: E402
+from .scale import pick  # noqa: E402
 from .runtime import setup, seed_everything, interactive, cache_dir  # noqa: E402
 
 
@@ -37,6 +76,6 @@ def chat(model, tokenizer, messages, max_new_tokens: int = 64, **kwargs) -> str:
     return _chat(model, tokenizer, messages, max_new_tokens, **kwargs)
 
 
-__all__ = ["setup", "seed_everything", "interactive", "cache_dir", "SCALE", "pick",
+__all__ = ["setup", "seed_everything", "interactive", "cache_dir", "pick",
            "from_pretrained", "load_hf_tokenizer", "chat"]
 __version__ = "0.1.0"

@@ -48,9 +48,6 @@ def tiny(**overrides) -> BaichuanConfig:
     return cfg.replace(**overrides) if overrides else cfg
 
 
-PRESETS = {"baichuan-13b": baichuan_13b, "baichuan-7b": baichuan_7b, "tiny": tiny}
-
-
 class BaichuanModel(DecoderModel):
     """Embeddings -> decoder layers -> final norm (the ``model.`` prefix of the checkpoint)."""
 

@@ -235,9 +235,14 @@ class TransformerEncoder(nn.Cell):
 
 # --- parameter counting ---------------------------------------------------------------
 
-def count_parameters(cell: nn.Cell, trainable_only: bool = False) -> int:
-    """Number of scalar weights in ``cell`` (only those with ``requires_grad`` if asked)."""
-    params = cell.trainable_params() if trainable_only else cell.get_parameters()
+def count_parameters(cell_or_params, trainable_only: bool = False) -> int:
+    """Number of scalar weights in a Cell (only those with ``requires_grad`` if asked) or in
+    a list of Parameters. Reads shapes only, so it works on lazily built models too."""
+    if isinstance(cell_or_params, nn.Cell):
+        params = (cell_or_params.trainable_params() if trainable_only
+                  else cell_or_params.get_parameters())
+    else:
+        params = [p for p in cell_or_params if p.requires_grad or not trainable_only]
     return int(sum(int(np.prod(p.shape)) for p in params))
 
 

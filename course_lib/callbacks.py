@@ -20,19 +20,18 @@ Other callbacks: :class:`History`, :class:`EvalEvery`, :class:`EarlyStopping`,
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import mindspore as ms
+import mindspore.dataset as ds
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
-from mindspore.train import Callback
+from mindspore.train import Callback, LearningRateScheduler, Model
 
 from .hf_weights import check_compatible
 from .plots import LivePlot
+from .runtime import IsolatedError, execution_mode, run_isolated
 from .safeio import save_checkpoint_atomic
 
 
@@ -140,19 +139,11 @@ def probe_lr(method: str = "constant", mode: str = "pynative", steps: int = 4,
         raise ValueError("isolated=True runs a named method in a new process; it cannot "
                          "take callback objects.")
     if isolated:
-        code = ("import json, course_lib as cl; cl.setup(device='CPU', quiet=True, seed=0); "
-                "from course_lib.callbacks import probe_lr; "
-                f"print(json.dumps(probe_lr({method!r}, {mode!r}, {steps}, {base_lr})))")
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             timeout=300)
-        lines = out.stdout.strip().splitlines()
-        if out.returncode != 0 or not lines:
-            return f"crashed (exit code {out.returncode})"
-        return json.loads(lines[-1])
-    import mindspore.dataset as ds
-    from mindspore.train import LearningRateScheduler, Model
-
-    from .training import execution_mode
+        try:
+            return run_isolated(_probe_lr_fresh, method=method, mode=mode, steps=steps,
+                                base_lr=base_lr, timeout=300)
+        except IsolatedError as err:
+            return f"crashed (exit code {err.exit_code})"
 
     def wanted(i):
         return base_lr / (i + 1)
@@ -178,9 +169,16 @@ def probe_lr(method: str = "constant", mode: str = "pynative", steps: int = 4,
             Model(net, optimizer=opt).train(1, data, callbacks=callbacks + [_Record()],
                                             dataset_sink_mode=False)
     except Exception as err:  # the lesson is which error
-        return f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
+        return f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:120]}"
     before = [0.0] + weights[:-1]
     return [round(b - a, 6) for b, a in zip(before, weights)]
+
+
+def _probe_lr_fresh(method: str, mode: str, steps: int, base_lr: float):
+    """``probe_lr`` as the whole life of a fresh process (``isolated=True``)."""
+    from .runtime import setup
+    setup(device="CPU", quiet=True, seed=0)
+    return probe_lr(method, mode, steps, base_lr)
 
 
 # --------------------------------------------------------------------------------------

@@ -8,20 +8,23 @@
   and a loss-scale manager that is valid on the current device (CPU refuses the default one
   under ``amp_level="O2"``).
 * :func:`majority_baseline`: the accuracy any classifier must beat.
-* :func:`measure_training_speed`: the same training run timed in GRAPH or PYNATIVE mode.
 """
 from __future__ import annotations
 
-import time
 from collections import Counter
 from typing import Sequence
 
 import mindspore as ms
+import mindspore.dataset as ds
 import numpy as np
 from mindspore import nn, ops
+from mindspore.amp import DynamicLossScaleManager
 from mindspore.common.initializer import Normal, initializer
+from mindspore.train import Model
 
 from .blocks import TransformerEncoder
+from .metrics import make_metrics
+from .training import AMP_LEVELS
 
 # --- data ------------------------------------------------------------------------------
 
@@ -57,7 +60,6 @@ def review_dataset(examples: Sequence[tuple[str, int]], tokenizer, max_len: int,
                    drop_remainder: bool = False):
     """A batched ``NumpySlicesDataset`` with columns ``input_ids`` (B, max_len) and
     ``label`` (B,), in the column order ``Model(net, loss_fn)`` expects: data, then label."""
-    import mindspore.dataset as ds
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     ids, labels = encode_reviews(examples, tokenizer, max_len)
@@ -130,27 +132,6 @@ class SentimentClassifier(nn.Cell):
 
 # --- Model ------------------------------------------------------------------------------
 
-METRICS = {
-    "accuracy": lambda: nn.Accuracy("classification"),
-    "precision": lambda: nn.Precision("classification"),
-    "recall": lambda: nn.Recall("classification"),
-    "f1": lambda: nn.F1(),
-    "loss": lambda: nn.Loss(),
-}
-AMP_LEVELS = ("O0", "O1", "O2", "O3")
-
-
-def make_metrics(names: Sequence[str]) -> dict:
-    """``("accuracy", "f1")`` -> ``{"accuracy": nn.Accuracy(), "f1": nn.F1()}`` with a clear
-    error for a name that does not exist (MindSpore's own message lists internal names)."""
-    if isinstance(names, str):
-        names = (names,)
-    unknown = [n for n in names if n not in METRICS]
-    if unknown:
-        raise ValueError(f"Unknown metric name(s) {unknown}; choose from {sorted(METRICS)}.")
-    return {n: METRICS[n]() for n in names}
-
-
 def loss_scale_manager_for(device: str, amp_level: str):
     """The loss-scale manager that works for ``amp_level`` on ``device``.
 
@@ -166,7 +147,6 @@ def loss_scale_manager_for(device: str, amp_level: str):
         raise ValueError(f"Unknown amp_level {amp_level!r}; use one of {AMP_LEVELS}.")
     if amp_level == "O0" or device == "CPU":
         return None
-    from mindspore.amp import DynamicLossScaleManager
     return DynamicLossScaleManager(init_loss_scale=2 ** 16, scale_factor=2, scale_window=1000)
 
 
@@ -175,7 +155,6 @@ def build_model(net: nn.Cell, lr: float = 1e-3, weight_decay: float = 0.0,
                 device: str | None = None):
     """``Model(net, CrossEntropyLoss, AdamW, metrics, amp_level, loss_scale_manager)`` ready for
     ``train`` / ``eval`` / ``predict`` on the current (or given) device."""
-    from mindspore.train import Model
     if amp_level == "O1":
         raise ValueError("amp_level='O1' is not supported here: MindSpore 2.7 implements O1 by "
                          "rewriting the network's Python source into ./rewritten_network, which "
@@ -192,60 +171,3 @@ def predict_labels(model, input_ids: np.ndarray) -> np.ndarray:
     """``Model.predict`` on int32 ids ``(B, T)`` -> predicted class per row."""
     logits = model.predict(ms.Tensor(np.asarray(input_ids, dtype=np.int32)))
     return logits.asnumpy().argmax(axis=-1)
-
-
-# --- speed: graph vs pynative --------------------------------------------------------------
-
-MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
-
-
-class StepTimer(ms.train.Callback):
-    """Wall-clock time at the end of every step (first step includes graph compilation)."""
-
-    def __init__(self):
-        super().__init__()
-        self.times = []
-
-    def on_train_begin(self, run_context):
-        self.times = [time.perf_counter()]
-
-    def on_train_step_end(self, run_context):
-        self.times.append(time.perf_counter())
-
-    def steps_per_second(self) -> float:
-        """Speed after the first step (which may include compiling the graph)."""
-        if len(self.times) < 3:
-            raise ValueError("Need at least 2 timed steps to measure a speed.")
-        return (len(self.times) - 2) / (self.times[-1] - self.times[1])
-
-
-def measure_training_speed(make_net, make_dataset, mode: str, steps: int, lr: float = 1e-3,
-                           seed: int = 0) -> dict:
-    """Train a fresh ``make_net()`` for ``steps`` batches of a fresh ``make_dataset()`` in
-    ``mode`` and time it. (Factories, because a dataset pipeline node may feed only one
-    consumer, and each mode must start from the same initial weights.)
-
-    Returns ``first_step_s`` (includes compiling the graph in GRAPH mode), ``steps_per_s``
-    over the remaining steps, and ``total_s``. The previous execution mode is restored.
-    Only compare numbers measured side by side in one run; they are noisy.
-    """
-    if mode not in MODES:
-        raise ValueError(f"Unknown mode {mode!r}; use 'graph' or 'pynative'.")
-    if steps < 2:
-        raise ValueError("steps must be >= 2 (one step to warm up, the rest to time).")
-    data = make_dataset()
-    if data.get_dataset_size() < steps:
-        raise ValueError(f"The dataset gives only {data.get_dataset_size()} batches; need {steps}. "
-                         "Use more examples or fewer steps.")
-    previous = ms.get_context("mode")
-    ms.set_context(mode=MODES[mode])
-    try:
-        ms.set_seed(seed)
-        model = build_model(make_net(), lr=lr)
-        timer = StepTimer()
-        model.train(1, data.take(steps), callbacks=[timer], dataset_sink_mode=False)
-    finally:
-        ms.set_context(mode=previous)
-    t = timer.times
-    return {"mode": mode, "steps": steps, "first_step_s": t[1] - t[0],
-            "steps_per_s": (steps - 1) / (t[-1] - t[1]), "total_s": t[-1] - t[0]}

@@ -19,8 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import mindspore as ms
 import numpy as np
+from mindspore import Tensor, nn
+from mindspore.train import Model
 
+from .blocks import count_parameters
 from .data import LABELS
 from .sft import answer_logprobs
 
@@ -48,9 +52,6 @@ def export_mindir(model, input_shape: tuple[int, int], path) -> ExportInfo:
 
     The model is put in inference mode first (dropout off). ``path`` may end in
     ``.mindir`` or not (``ms.export`` appends it)."""
-    import mindspore as ms
-    from mindspore import Tensor
-
     shape = tuple(int(d) for d in input_shape)
     if len(shape) != 2 or min(shape) < 1:
         raise ValueError(f"input_shape must be (batch, seq_len) of positive ints, got {input_shape!r}.")
@@ -68,7 +69,7 @@ def export_mindir(model, input_shape: tuple[int, int], path) -> ExportInfo:
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     _meta_path(file).write_text(json.dumps({"format": EXPORT_FORMAT, "input_shape": shape,
                                             "input_dtype": "int32", "vocab_size": vocab}))
-    params = sum(int(p.size) * 4 for p in model.get_parameters())
+    params = 4 * count_parameters(model)
     return ExportInfo(file, shape, file.stat().st_size, params)
 
 
@@ -79,7 +80,6 @@ class ExportedLM:
     ``mindspore.train.Model.predict`` (the high-level inference API)."""
 
     def __init__(self, graph, input_shape: tuple[int, int], path: Path | None = None):
-        from mindspore.train import Model
         self.graph = graph
         self.input_shape = tuple(input_shape)
         self.path = path
@@ -105,9 +105,6 @@ class ExportedLM:
 
 def load_mindir(path) -> ExportedLM:
     """``nn.GraphCell(ms.load(path))`` with clear errors for a missing or broken file."""
-    import mindspore as ms
-    from mindspore import nn
-
     path = Path(path)
     if path.suffix != ".mindir":
         path = path.with_suffix(".mindir")

@@ -144,12 +144,6 @@ def read_safetensors(path, names=None) -> dict[str, np.ndarray]:
     return out
 
 
-def safetensors_dtypes(path) -> dict[str, str]:
-    """Name -> safetensors dtype code (``F32``/``F16``/``BF16``...) without reading data."""
-    header, _ = _read_header(Path(path))
-    return {k: v["dtype"] for k, v in header.items()}
-
-
 def _read_shard(path: Path) -> dict[str, np.ndarray]:
     """Memory-mapped, file-backed views of one shard (safetensors or a zip-format .bin)."""
     if path.suffix == ".safetensors":

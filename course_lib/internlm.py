@@ -39,9 +39,6 @@ def tiny(**overrides) -> InternLMConfig:
     return cfg.replace(**overrides) if overrides else cfg
 
 
-PRESETS = {"internlm-7b": internlm_7b, "tiny": tiny}
-
-
 class InternLMModel(DecoderModel):
     """Embeddings -> decoder layers -> final norm (the ``model.`` prefix of the checkpoint)."""
 

@@ -2,8 +2,8 @@
 
 ``import mindnlp`` replaces hundreds of ``mindspore.Tensor`` methods for the whole process;
 afterwards the course's own Cells (plain MindSpore code) no longer run there. A notebook
-that uses mindnlp therefore asks *another* process — ``python -m course_lib.interop ...``,
-which never imports mindnlp — to run the course models, and the two sides exchange files
+that uses mindnlp therefore asks *another* process — a fresh interpreter started by
+``runtime.run_isolated``, which never imports mindnlp — to run the course models, and the two sides exchange files
 in the Hugging Face layout (``config.json`` + ``model.safetensors``) plus ``.npy``/``.json``:
 
     info = export_course_model(dir, prompt_ids=[...])     # course InternLM -> HF layout + reference outputs
@@ -15,47 +15,16 @@ This module itself never imports mindnlp (nor does anything in ``course_lib``).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .runtime import run_isolated
+
 REFERENCE_LOGITS = "reference_logits.npy"
 REFERENCE_JSON = "reference.json"
-
-
-class Pending:
-    """A clean-process job started in the background; ``result()`` waits for it."""
-
-    def __init__(self, command: str, args: dict, timeout: float, finish):
-        env = dict(os.environ, GLOG_v="3", PYTHONUNBUFFERED="1")
-        self._stderr = tempfile.TemporaryFile(mode="w+")
-        self.command, self.timeout, self._finish = command, timeout, finish
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "course_lib.interop", command, json.dumps(args)],
-            stdout=subprocess.DEVNULL, stderr=self._stderr, text=True, env=env)
-
-    def result(self):
-        try:
-            code = self.proc.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise RuntimeError(f"`python -m course_lib.interop {self.command}` did not finish "
-                               f"within {self.timeout:g} s and was killed.") from None
-        if code != 0:
-            self._stderr.seek(0)
-            raise RuntimeError(f"`python -m course_lib.interop {self.command}` failed (exit "
-                               f"{code}):\n{self._stderr.read()[-3000:]}")
-        return self._finish()
-
-
-def _run_clean(command: str, args: dict, timeout: float, finish=lambda: None):
-    """Run ``python -m course_lib.interop <command> <json>`` in a fresh interpreter."""
-    return Pending(command, args, timeout, finish).result()
 
 
 def _ids_array(input_ids) -> np.ndarray:
@@ -74,14 +43,14 @@ def export_course_model(out_dir, input_ids, prompt_ids=None, max_new_tokens: int
 
     Returns ``{"llama_config": kwargs for LlamaConfig, "logits": array, "generated": ids,
     "eos_id", "pad_id", "parameters", "model"}`` — or, with ``background=True``, a
-    ``Pending`` at once (the work overlaps with yours; ``.result()`` returns the dict).
+    ``runtime.Isolated`` at once (the work overlaps with yours; ``.result()`` returns the dict).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ids = _ids_array(input_ids)
     (out_dir / REFERENCE_JSON).unlink(missing_ok=True)
 
-    def finish():
+    def finish(_):
         info = json.loads((out_dir / REFERENCE_JSON).read_text())
         info["logits"] = np.load(out_dir / REFERENCE_LOGITS)
         return info
@@ -89,8 +58,8 @@ def export_course_model(out_dir, input_ids, prompt_ids=None, max_new_tokens: int
     args = dict(out_dir=str(out_dir), input_ids=ids.tolist(),
                 prompt_ids=None if prompt_ids is None else [int(i) for i in prompt_ids],
                 max_new_tokens=int(max_new_tokens), pretrained=bool(pretrained), seed=int(seed))
-    pending = Pending("export", args, timeout, finish)
-    return pending if background else pending.result()
+    job = run_isolated(_export, timeout=timeout, background=True, then=finish, **args)
+    return job if background else job.result()
 
 
 def course_logits(model_dir, input_ids, timeout: float = 600) -> np.ndarray:
@@ -103,14 +72,21 @@ def course_logits(model_dir, input_ids, timeout: float = 600) -> np.ndarray:
     ids = _ids_array(input_ids)
     with tempfile.TemporaryDirectory(prefix="course_logits_") as tmp:
         out = Path(tmp) / "logits.npy"
-        return _run_clean("logits", dict(model_dir=str(model_dir), input_ids=ids.tolist(),
-                                         out=str(out)), timeout, finish=lambda: np.load(out))
+        return run_isolated(_logits, model_dir=str(model_dir), input_ids=ids.tolist(),
+                            out=str(out), timeout=timeout, then=lambda _: np.load(out))
 
 
 # --------------------------------------------------------------------------------------
 # The clean-process side
 # --------------------------------------------------------------------------------------
+def _no_mindnlp() -> None:
+    if "mindnlp" in sys.modules:      # never true in a fresh interpreter
+        raise RuntimeError("The course side of interop must run in a process that has not "
+                           "imported mindnlp (use export_course_model / course_logits).")
+
+
 def _export(out_dir, input_ids, prompt_ids, max_new_tokens, pretrained, seed):
+    _no_mindnlp()
     import course_lib as cl
     from mindspore import Tensor
     from .generation import generate
@@ -141,6 +117,7 @@ def _export(out_dir, input_ids, prompt_ids, max_new_tokens, pretrained, seed):
 
 
 def _logits(model_dir, input_ids, out):
+    _no_mindnlp()
     import course_lib as cl
     from mindspore import Tensor
     from .hf_weights import load_pretrained
@@ -148,12 +125,3 @@ def _logits(model_dir, input_ids, out):
     model = load_pretrained(model_dir)
     model.set_train(False)
     np.save(out, model(Tensor(np.asarray(input_ids, np.int32))).asnumpy())
-
-
-if __name__ == "__main__":
-    commands = {"export": _export, "logits": _logits}
-    if len(sys.argv) != 3 or sys.argv[1] not in commands:
-        sys.exit(f"usage: python -m course_lib.interop {{{'|'.join(commands)}}} '<json arguments>'")
-    if "mindnlp" in sys.modules:      # never true when run as a fresh interpreter
-        sys.exit("course_lib.interop must run in a process that has not imported mindnlp.")
-    commands[sys.argv[1]](**json.loads(sys.argv[2]))

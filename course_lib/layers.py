@@ -7,6 +7,7 @@ One concept per Cell, nanoGPT-style:
 * ``RotaryEmbedding``    — RoPE, Hugging Face Llama ``rotate_half`` convention
 * ``alibi_slopes``       — ALiBi's per-head slopes, Baichuan's exact ``_get_interleave`` rule
 * ``attention_bias``     — causal mask + padding mask (+ ALiBi) as one additive tensor
+* ``attention_weights``  — softmax(q·kᵀ·scale + bias) over the keys, in float32
 * ``Attention``          — multi-head attention, fused ``W_pack`` [Q|K|V] or separate q/k/v
 * ``KVCache``            — keys/values of past tokens for incremental decoding
 * ``DecoderLayer``       — pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))
@@ -17,7 +18,8 @@ Parameter names are exactly the Hugging Face ones (``model.layers.0.self_attn.W_
 
 Conventions: ``input_ids`` int32 (B, T); ``attention_mask`` (B, S) with 1 = real token,
 0 = padding, covering *all* tokens seen so far (past + current, S = past + T); logits
-float32 (B, T, V).
+float32 (B, T, V). The mask is read on the host: a Tensor mask is converted to NumPy once,
+where it enters (``host_mask``), and the bias and positions are built from it with NumPy.
 """
 from __future__ import annotations
 
@@ -193,7 +195,7 @@ class RMSNorm(Float32Cell):
 class SwiGLU(nn.Cell):
     """The gated MLP: down(silu(gate(x)) * up(x))."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False,
+    def __init__(self, hidden_size: int, intermediate_size: int, *, bias: bool = False,
                  std: float = 0.02):
         super().__init__()
         self.gate_proj = _dense(hidden_size, intermediate_size, bias, std)
@@ -202,6 +204,12 @@ class SwiGLU(nn.Cell):
 
     def construct(self, x):
         return self.down_proj(ops.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def swiglu_width(hidden_size: int, multiple_of: int = 32) -> int:
+    """The usual SwiGLU width for a hidden size: 2/3 of 4*hidden (three matrices cost what
+    the classic 4x MLP's two do), rounded up to a multiple of ``multiple_of``."""
+    return -(-(8 * hidden_size // 3) // multiple_of) * multiple_of
 
 
 # --------------------------------------------------------------------------------------
@@ -228,22 +236,17 @@ def apply_rotary(q, k, cos, sin):
 
 
 class RotaryEmbedding(nn.Cell):
-    """Positions (B, T) -> cos, sin of shape (B, 1, T, head_dim), broadcast over heads.
-    NumPy positions (known on the host) give constant tables built with NumPy."""
+    """Positions (B, T), known on the host -> cos, sin of shape (B, 1, T, head_dim),
+    broadcast over heads: constant tables built with NumPy (one transfer each)."""
 
     def __init__(self, head_dim: int, base: float = 10000.0):
         super().__init__()
-        self.inv_freq_np = rope_inverse_frequencies(head_dim, base)
-        self.inv_freq = Tensor(self.inv_freq_np)
+        self.inv_freq = rope_inverse_frequencies(head_dim, base)
 
     def construct(self, positions):
-        if isinstance(positions, np.ndarray):
-            freqs = positions.astype(np.float32)[..., None] * self.inv_freq_np
-            angles = np.concatenate((freqs, freqs), -1)[:, None]
-            return Tensor(np.cos(angles)), Tensor(np.sin(angles))
-        freqs = positions.astype(ms.float32)[..., None] * self.inv_freq   # (B, T, d/2)
-        angles = ops.cat((freqs, freqs), -1)[:, None]                    # (B, 1, T, d)
-        return ops.cos(angles), ops.sin(angles)
+        freqs = host_mask(positions).astype(np.float32)[..., None] * self.inv_freq  # (B, T, d/2)
+        angles = np.concatenate((freqs, freqs), -1)[:, None]                      # (B, 1, T, d)
+        return Tensor(np.cos(angles)), Tensor(np.sin(angles))
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
@@ -272,56 +275,44 @@ def causal_allowed(query_len: int, key_len: int) -> np.ndarray:
     return np.arange(key_len)[None, :] <= np.arange(query_len)[:, None] + past
 
 
-def positions_from_mask(attention_mask):
+def host_mask(mask) -> np.ndarray:
+    """A mask (or positions) as a NumPy array: a Tensor is read to the host once, here."""
+    return mask.asnumpy() if isinstance(mask, Tensor) else np.asarray(mask)
+
+
+def positions_from_mask(attention_mask) -> np.ndarray:
     """Position of each token counting only real tokens: left padding does not shift
-    the positions (pads get position 0, they are masked anyway). NumPy or Tensor."""
-    if isinstance(attention_mask, np.ndarray):
-        return np.maximum(np.cumsum(attention_mask.astype(np.int64), -1) - 1, 0)
-    return ops.clamp(ops.cumsum(attention_mask.astype(ms.int32), -1) - 1, min=0)
+    the positions (pads get position 0, they are masked anyway)."""
+    mask = host_mask(attention_mask)
+    return np.maximum(np.cumsum(mask.astype(np.int64), -1) - 1, 0)
 
 
 def attention_bias(query_len: int, key_len: int, attention_mask=None, slopes=None):
     """One additive float32 bias (B|1, H|1, T, S) for the attention scores:
-    0 where attention is allowed, MASK_VALUE where it is not (future tokens, padding),
-    plus, with ALiBi ``slopes``, ``slope_h * (pos_key - pos_query)`` (<= 0: farther = more
-    penalised).
+    0 where attention is allowed, MASK_VALUE (-1e4) where it is not (future tokens,
+    padding), plus, with ALiBi ``slopes``, ``slope_h * (pos_key - pos_query)`` (<= 0:
+    farther = more penalised).
 
     Baichuan-13B's code adds ``slope_h * pos_key``; the two differ by a constant per query
     row, which softmax ignores, so the attention weights are the same.
 
-    When everything is known on the host (no mask, or a NumPy mask as the generation loop
-    passes) the bias is built with NumPy and becomes ONE tensor — in GRAPH mode a
-    compile-time constant; in PyNative one transfer instead of a dozen small device ops.
-    A mask given as a Tensor is handled with device ops.
+    Built with NumPy on the host (a Tensor mask is read once) and returned as ONE tensor:
+    in GRAPH mode a compile-time constant; in PyNative one transfer instead of a dozen
+    small device ops.
     """
-    slopes = None if slopes is None else np.asarray(slopes, np.float32)
-    if attention_mask is None or isinstance(attention_mask, np.ndarray):
-        return Tensor(_host_attention_bias(query_len, key_len, attention_mask, slopes))
-    past = key_len - query_len
-    causal = Tensor(np.where(causal_allowed(query_len, key_len), 0.0, MASK_VALUE)
-                    .astype(np.float32)[None, None])                           # (1, 1, T, S)
-    padding = (1.0 - attention_mask.astype(ms.float32)) * MASK_VALUE            # (B, S)
-    bias = causal + padding[:, None, None, :]                                   # (B, 1, T, S)
-    if slopes is not None:
-        positions = positions_from_mask(attention_mask).astype(ms.float32)     # (B, S)
-        distance = positions[:, None, None, :] - positions[:, past:][:, None, :, None]
-        bias = bias + Tensor(slopes)[None, :, None, None] * distance
-    return bias
-
-
-def _host_attention_bias(query_len, key_len, attention_mask, slopes) -> np.ndarray:
     allowed = causal_allowed(query_len, key_len)[None, None]                   # (1, 1, T, S)
     if attention_mask is None:
         positions = np.arange(key_len)[None]                                    # (1, S)
     else:
-        allowed = allowed & attention_mask.astype(bool)[:, None, None, :]
-        positions = positions_from_mask(attention_mask)                         # (B, S)
+        mask = host_mask(attention_mask)
+        allowed = allowed & mask.astype(bool)[:, None, None, :]
+        positions = positions_from_mask(mask)                                   # (B, S)
     bias = np.where(allowed, 0.0, MASK_VALUE).astype(np.float32)
     if slopes is not None:
         past = key_len - query_len
         distance = positions[:, None, None, :] - positions[:, past:][:, None, :, None]
-        bias = bias + slopes[None, :, None, None] * distance.astype(np.float32)
-    return bias.astype(np.float32)
+        bias = bias + np.asarray(slopes, np.float32)[None, :, None, None] * distance
+    return Tensor(bias.astype(np.float32))
 
 
 _matmul_transpose_b = ops.BatchMatMul(transpose_b=True)   # q @ kᵀ without materialising kᵀ
@@ -329,30 +320,29 @@ _batch_matmul = ops.BatchMatMul()   # probs @ v: its gradient uses transpose fla
                                     # ops.matmul's adds Transpose kernels (2x slower fwd+bwd)
 
 
-def masked_softmax(scores, bias, scale: float):
-    """softmax(scores·scale + bias) over the keys, computed in float32."""
+def _softmax_float32(scores, bias, scale: float):
     if scores.dtype != ms.float32:
         scores = scores.astype(ms.float32)
     return ops.softmax(scores * scale + bias, -1)
 
 
 def attention_weights(q, k, bias, scale: float):
-    """softmax(q·kᵀ·scale + bias) over keys, in float32. q (B,H,T,d), k (B,H,S,d)."""
-    return masked_softmax(_matmul_transpose_b(q, k), bias, scale)
+    """softmax(q·kᵀ·scale + bias) over the keys, in float32. q (B,H,T,d), k (B,H,S,d)."""
+    return _softmax_float32(_matmul_transpose_b(q, k), bias, scale)
 
 
-class MaskedSoftmax(Float32Cell):
-    """``masked_softmax`` as a Cell that stays float32 under mixed precision: the bias
-    (``MASK_VALUE`` = -1e4 for masked keys, plus ALiBi) and the softmax are computed in
-    float32. The scores
-    themselves (q·kᵀ) may come from a float16 matmul, as in the reference code."""
+class AttentionWeights(Float32Cell):
+    """The float32 half of :func:`attention_weights` as a Cell that mixed precision leaves
+    in float32: ``construct(scores, bias)`` takes q·kᵀ (which may come from a float16
+    matmul, as in the reference code) and returns softmax(scores·scale + bias), with
+    ``bias`` holding MASK_VALUE = -1e4 for masked keys (plus ALiBi)."""
 
     def __init__(self, scale: float):
         super().__init__()
         self.scale = scale
 
     def construct(self, scores, bias):
-        return masked_softmax(scores, bias, self.scale)
+        return _softmax_float32(scores, bias, self.scale)
 
 
 # --------------------------------------------------------------------------------------
@@ -455,7 +445,7 @@ class Attention(nn.Cell):
     ALiBi term already inside ``bias`` — the Cell does not need to know which.
     """
 
-    def __init__(self, hidden_size: int, num_heads: int, fused_qkv: bool = True,
+    def __init__(self, hidden_size: int, num_heads: int, *, fused_qkv: bool = True,
                  qkv_bias: bool = False, o_bias: bool = False, std: float = 0.02):
         super().__init__()
         self.hidden_size, self.num_heads = hidden_size, num_heads
@@ -469,7 +459,7 @@ class Attention(nn.Cell):
             self.k_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
             self.v_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
         self.o_proj = _dense(hidden_size, hidden_size, o_bias, std)
-        self.softmax = MaskedSoftmax(self.scale)
+        self.attention_weights = AttentionWeights(self.scale)
 
     def project_qkv(self, x):
         if self.fused_qkv:
@@ -488,7 +478,7 @@ class Attention(nn.Cell):
     def attend(self, q, k, v, bias):
         """softmax(q·kᵀ·scale + bias)·v for every head, merged and projected: (B, T, hidden)."""
         batch, _, length, _ = q.shape
-        probs = self.softmax(_matmul_transpose_b(q, k), bias)
+        probs = self.attention_weights(_matmul_transpose_b(q, k), bias)
         if v.dtype != ms.float32:
             probs = probs.astype(v.dtype)
         out = ops.transpose(_batch_matmul(probs, v), (0, 2, 1, 3)).reshape(batch, length, self.hidden_size)
@@ -551,9 +541,11 @@ class DecoderModel(nn.Cell):
         if total > self.config.max_seq_len:
             raise ValueError(f"{total} tokens exceed max_seq_len={self.config.max_seq_len}; "
                              "shorten the input or build the model with a larger max_seq_len.")
-        if attention_mask is not None and tuple(attention_mask.shape) != (batch, total):
-            raise ValueError(f"attention_mask must have shape (batch, past + seq_len) = "
-                             f"({batch}, {total}), got {attention_mask.shape}.")
+        if attention_mask is not None:
+            attention_mask = host_mask(attention_mask)          # read once, used twice
+            if attention_mask.shape != (batch, total):
+                raise ValueError(f"attention_mask must have shape (batch, past + seq_len) = "
+                                 f"({batch}, {total}), got {attention_mask.shape}.")
         bias = attention_bias(length, total, attention_mask, self.slopes)
         cos, sin = None, None
         if self.slopes is None:

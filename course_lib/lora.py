@@ -36,6 +36,10 @@ import numpy as np
 import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import HeUniform, initializer
+from mindspore.nn.utils import no_init_parameters
+
+from .blocks import count_parameters
+from .validate import is_int
 
 LORA_PARAMS = ("lora_A", "lora_B")
 ADAPTER_FORMAT = "course_lib.lora/1"
@@ -71,7 +75,6 @@ class LoRADense(nn.Dense):
         # nn.Dense.__init__ builds the matmul/bias ops; the weight it makes is replaced right
         # away by the base layer's own Parameters, so it is never allocated
         # (no_init_parameters defers it; it is dropped before anything could initialise it).
-        from mindspore.nn.utils import no_init_parameters
         with no_init_parameters():
             super().__init__(in_f, out_f, weight_init="zeros", bias_init="zeros",
                              has_bias=base.has_bias)
@@ -106,7 +109,7 @@ class LoRADense(nn.Dense):
 
 
 def check_rank(r, in_features: int, out_features: int, name: str = "layer") -> None:
-    if not isinstance(r, (int, np.integer)) or isinstance(r, bool):
+    if not is_int(r):
         raise TypeError(f"LoRA rank r must be an int, got {r!r}.")
     if r <= 0:
         raise ValueError(f"LoRA rank r must be >= 1, got {r}.")
@@ -208,10 +211,9 @@ class ParamCount:
                 f"({100 * self.fraction:.4f}%)")
 
 
-def count_parameters(model: nn.Cell) -> ParamCount:
-    params = list(model.get_parameters())
-    return ParamCount(sum(p.size for p in params if p.requires_grad),
-                      sum(p.size for p in params))
+def parameter_counts(model: nn.Cell) -> ParamCount:
+    """Trainable and total parameters of ``model`` (``blocks.count_parameters`` twice)."""
+    return ParamCount(count_parameters(model, trainable_only=True), count_parameters(model))
 
 
 def parameter_table(model: nn.Cell) -> str:
@@ -225,7 +227,7 @@ def parameter_table(model: nn.Cell) -> str:
     width = max(len(m) for m in rows) if rows else 10
     lines = [f"{'module':<{width}}  {'trainable':>12}  {'total':>12}"]
     lines += [f"{m:<{width}}  {t:>12,}  {n:>12,}" for m, (t, n) in rows.items()]
-    c = count_parameters(model)
+    c = parameter_counts(model)
     lines.append(f"{'TOTAL':<{width}}  {c.trainable:>12,}  {c.total:>12,}  "
                  f"({100 * c.fraction:.4f}% trainable)")
     return "\n".join(lines)
@@ -290,25 +292,19 @@ def inject_lora(model: nn.Cell, targets, r: int = 8, alpha: float = 16.0,
     replaced = [ReplacedLayer(n, l.in_channels, l.out_channels,
                               l.r * (l.in_channels + l.out_channels))
                 for n, l in new_layers.items()]
-    return LoRAReport(int(r), float(alpha), float(dropout), replaced, count_parameters(model))
+    return LoRAReport(int(r), float(alpha), float(dropout), replaced, parameter_counts(model))
 
 
 def freeze_all_but_lora(model: nn.Cell) -> ParamCount:
     """``requires_grad`` True only for ``lora_A``/``lora_B``; returns the new counts."""
     for name, p in model.parameters_and_names():
         p.requires_grad = name.rpartition(".")[2] in LORA_PARAMS
-    return count_parameters(model)
+    return parameter_counts(model)
 
 
 def lora_parameters(model: nn.Cell) -> list[Parameter]:
     """The adapter Parameters (what the optimizer should own)."""
     return [p for n, p in model.parameters_and_names() if n.rpartition(".")[2] in LORA_PARAMS]
-
-
-def unfreeze_all(model: nn.Cell) -> ParamCount:
-    for p in model.get_parameters():
-        p.requires_grad = True
-    return count_parameters(model)
 
 
 # --------------------------------------------------------------------------------------
@@ -427,7 +423,7 @@ def _apply_adapter(model, tensors, meta, strict_base, source) -> LoRAReport:
         layers[n].alpha = float(meta["alpha"])
         layers[n].lora_A.set_data(Tensor(tensors[f"{n}.lora_A"], ms.float32))
         layers[n].lora_B.set_data(Tensor(tensors[f"{n}.lora_B"], ms.float32))
-    report.count = count_parameters(model)
+    report.count = parameter_counts(model)
     return report
 
 

@@ -34,6 +34,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from mindspore.nn.utils import no_init_parameters
+
+from .blocks import count_parameters  # noqa: F401  (chapters 06-07 import it from here)
+
 GiB = 2 ** 30
 BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5}
 PRECISIONS = ("mixed", "fp32")
@@ -54,19 +58,12 @@ def _n_params(config_or_count) -> int:
 
 
 # --------------------------------------------------------------------------------------
-# Counting parameters
+# Counting parameters (``count_parameters`` is the one in ``blocks``, chapter 01)
 # --------------------------------------------------------------------------------------
-def count_parameters(model, trainable_only: bool = False) -> int:
-    """Sum of parameter sizes of an instantiated Cell (works on lazily built ones too)."""
-    params = model.trainable_params() if trainable_only else model.get_parameters()
-    return int(sum(p.size for p in params))
-
-
 def build_lazy(model_cls, config):
     """Instantiate ``model_cls(config)`` without allocating its weights, using MindSpore's
     ``nn.utils.no_init_parameters``: shapes exist, memory does not (until loaded/initialised).
     Baichuan-13B takes about a second and a few hundred MB instead of 53 GB."""
-    from mindspore.nn.utils import no_init_parameters
     with no_init_parameters():
         return model_cls(config)
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 
+from typing import Sequence
+
 import numpy as np
+from mindspore import nn
 from mindspore.train import Metric
 
 from .pipelines import IGNORE_INDEX
@@ -111,12 +114,31 @@ class BinaryF1(Metric):
         return 2 * self.tp / denominator if denominator else 0.0
 
 
-METRICS = {"perplexity": Perplexity, "f1": BinaryF1}
+# name -> metric class: the course's own plus MindSpore's (classification = argmax of logits)
+METRICS = {
+    "accuracy": lambda: nn.Accuracy("classification"),
+    "precision": lambda: nn.Precision("classification"),
+    "recall": lambda: nn.Recall("classification"),
+    "f1": BinaryF1,
+    "perplexity": Perplexity,
+    "loss": nn.Loss,
+}
 
 
 def make_metric(name: str, **kwargs) -> Metric:
     """``make_metric("f1")`` -> a fresh metric; unknown names get the list of known ones."""
     if name not in METRICS:
-        raise ValueError(f"Unknown metric {name!r}; course_lib.metrics knows "
-                         f"{sorted(METRICS)} (MindSpore's own: nn.Accuracy, nn.Loss, ...).")
+        raise ValueError(f"Unknown metric {name!r}; choose from {sorted(METRICS)}.")
     return METRICS[name](**kwargs)
+
+
+def make_metrics(names: Sequence[str]) -> dict:
+    """``("accuracy", "f1")`` -> ``{"accuracy": nn.Accuracy(...), "f1": BinaryF1()}`` for
+    ``Model(metrics=...)``, with a clear error for a name that does not exist (MindSpore's
+    own message lists internal names)."""
+    if isinstance(names, str):
+        names = (names,)
+    unknown = [n for n in names if n not in METRICS]
+    if unknown:
+        raise ValueError(f"Unknown metric name(s) {unknown}; choose from {sorted(METRICS)}.")
+    return {n: make_metric(n) for n in names}

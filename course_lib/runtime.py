@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import ctypes
+import importlib
+import json
 import os
 import random
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -113,6 +117,128 @@ def setup(device: str | None = None, mode: str = "pynative", seed: int = 42,
     if not quiet:
         print(info if ascend is None else f"{info} | {ascend}")
     return info
+
+
+@contextmanager
+def execution_mode(mode: str):
+    """Run a block in ``"graph"`` or ``"pynative"`` mode and restore the previous mode.
+
+    GRAPH mode compiles a Cell as a whole (several times faster per step on CPU); code that
+    passes Python objects into the model (KV caches in generation) needs PYNATIVE.
+    """
+    if mode not in MODES:
+        raise ValueError(f"Unknown mode {mode!r}; use one of {tuple(MODES)}.")
+    import mindspore as ms
+    previous = ms.get_context("mode")
+    ms.set_context(mode=MODES[mode])
+    try:
+        yield
+    finally:
+        ms.set_context(mode=previous)
+
+
+@contextmanager
+def eval_mode(model):
+    """``model.set_train(False)`` for the block (dropout off), then the training flag it had.
+    A plain callable without ``set_train`` (e.g. an exported graph) passes through."""
+    if not hasattr(model, "set_train"):
+        yield model
+        return
+    was_training = bool(getattr(model, "training", False))
+    model.set_train(False)
+    try:
+        yield model
+    finally:
+        model.set_train(was_training)
+
+
+# --------------------------------------------------------------------------------------
+# A fresh Python process
+# --------------------------------------------------------------------------------------
+# Some things cannot be undone inside a process: ``import mindnlp``/``mindtorch`` patch
+# mindspore.Tensor process-wide, a parallel context is global, a freed-memory bug may crash
+# it. ``run_isolated`` calls one module-level function in a new interpreter instead.
+_CHILD = "import sys; from course_lib.runtime import _child_main; _child_main(*sys.argv[1:])"
+_REPO_ROOT = str(Path(__file__).resolve().parents[1])
+
+
+def _child_main(module: str, name: str, args_path: str, out_path: str) -> None:
+    func = getattr(importlib.import_module(module), name)
+    with open(args_path) as f:
+        result = func(**json.load(f))
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+
+
+class IsolatedError(RuntimeError):
+    """The fresh process ended with a non-zero exit code (``.exit_code``)."""
+
+    def __init__(self, exit_code: int, message: str):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class Isolated:
+    """A :func:`run_isolated` call started in the background; ``result()`` waits for it."""
+
+    def __init__(self, func, kwargs: dict, timeout: float, env: dict | None, then=None):
+        module, name = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
+        if not module or module == "__main__" or "." in name or "<" in name:
+            raise ValueError(f"run_isolated needs a function defined at the top level of an "
+                             f"importable module, got {func!r} (module {module!r}).")
+        self.what, self.timeout, self._then = f"{module}.{name}", float(timeout), then
+        self._dir = tempfile.TemporaryDirectory(prefix="course_isolated_")
+        self._out = Path(self._dir.name) / "result.json"
+        args_path = Path(self._dir.name) / "args.json"
+        try:
+            args_path.write_text(json.dumps(kwargs))
+        except TypeError as err:
+            raise TypeError(f"run_isolated passes arguments as JSON: {err}") from None
+        env = dict(env or {})
+        path = os.pathsep.join(p for p in (env.pop("PYTHONPATH", None), _REPO_ROOT,
+                                           os.environ.get("PYTHONPATH")) if p)
+        child_env = dict(os.environ, GLOG_v="3", PYTHONUNBUFFERED="1", **env, PYTHONPATH=path)
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, module, name, str(args_path), str(self._out)],
+            stdout=subprocess.DEVNULL, stderr=self._stderr, text=True, env=child_env)
+
+    def result(self):
+        """The function's return value (JSON round trip); RuntimeError with the child's
+        stderr if it failed, crashed or ran longer than ``timeout`` seconds."""
+        try:
+            code = self.proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self._stderr.close()
+            self._dir.cleanup()
+            raise RuntimeError(f"{self.what} in a fresh process did not finish within "
+                               f"{self.timeout:g} s and was killed.") from None
+        try:
+            if code != 0:
+                self._stderr.seek(0)
+                raise IsolatedError(code, f"{self.what} in a fresh process failed (exit code "
+                                    f"{code}):\n{self._stderr.read()[-3000:]}")
+            value = json.loads(self._out.read_text())
+        finally:
+            self._stderr.close()
+            self._dir.cleanup()
+        return value if self._then is None else self._then(value)
+
+
+def run_isolated(func, /, *, timeout: float = 600, env: dict | None = None,
+                 background: bool = False, then=None, **kwargs):
+    """``func(**kwargs)`` in a new Python interpreter; returns what it returned.
+
+    ``func`` must be a top-level function of an importable module; ``kwargs`` and the return
+    value travel as JSON (large arrays: write a file, return its path). ``env`` adds
+    environment variables (GLOG_v=3 is set; a ``PYTHONPATH`` in it goes first).
+    ``then(value)``, if given, runs in this process on the returned value (e.g. loads the
+    files the child wrote) and its result is returned instead. ``background=True`` returns an
+    :class:`Isolated` at once; its ``result()`` waits."""
+    job = Isolated(func, kwargs, timeout, env, then)
+    return job if background else job.result()
 
 
 def interactive() -> bool:

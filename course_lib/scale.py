@@ -21,9 +21,6 @@ def current_scale() -> str:
     return value
 
 
-SCALE = current_scale()
-
-
 def pick(ci, full):
     """Return ``ci`` or ``full`` for the scale in force (read at call time)."""
     return ci if current_scale() == "ci" else full

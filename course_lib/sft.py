@@ -18,10 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import mindspore as ms
 import numpy as np
+from mindspore import Tensor, nn, ops
 
+from .blocks import count_parameters
 from .data import LABELS
+from .lora import inject_lora, lora_parameters, parameter_counts
+from .measure import StepTimer
 from .pipelines import IGNORE_INDEX, PairSource, make_dataset
+from .runtime import eval_mode, execution_mode, seed_everything
+from .trainer import LLMTrainer
 
 INSTRUCTION = "指令：判断下面评论的情感（正面/负面）。\n评论："
 
@@ -118,8 +125,6 @@ def answer_logprobs(model, tokenizer, texts: Sequence[str], max_len: int = 128,
     too: every call then has the shape (batch_size, max_len), so a graph compiles once —
     and an exported MINDIR, which accepts only its export shape, can be used.
     ``mode="graph"`` compiles the forward pass (many times faster than eager on CPU)."""
-    from .training import execution_mode
-
     if fixed_batch is None:
         fixed_batch = mode == "graph"
     with execution_mode(mode):
@@ -127,9 +132,6 @@ def answer_logprobs(model, tokenizer, texts: Sequence[str], max_len: int = 128,
 
 
 def _answer_logprobs(model, tokenizer, texts, max_len, batch_size, fixed_batch):
-    import mindspore as ms
-    from mindspore import Tensor, ops
-
     if isinstance(texts, str):
         raise TypeError("texts must be a list of str; wrap a single review as [text].")
     if len(texts) == 0:
@@ -138,10 +140,7 @@ def _answer_logprobs(model, tokenizer, texts, max_len, batch_size, fixed_batch):
     flat_rows = rows.reshape(-1, max_len + 1)
     flat_answer = answer.reshape(-1, max_len + 1)
     scores = np.zeros(len(flat_rows), np.float64)
-    was_training = getattr(model, "training", False)
-    if hasattr(model, "set_train"):
-        model.set_train(False)
-    try:
+    with eval_mode(model):
         for start in range(0, len(flat_rows), batch_size):
             chunk = flat_rows[start:start + batch_size]
             n = len(chunk)
@@ -155,9 +154,6 @@ def _answer_logprobs(model, tokenizer, texts, max_len, batch_size, fixed_batch):
             tokens = Tensor(chunk[row, pos + 1][:, None].astype(np.int32))
             picked = ops.gather_elements(logp, 1, tokens)[:, 0].asnumpy().astype(np.float64)
             np.add.at(scores, start + row, picked)
-    finally:
-        if hasattr(model, "set_train"):
-            model.set_train(was_training)
     return scores.reshape(len(texts), len(LABELS))
 
 
@@ -165,37 +161,10 @@ def _logits_at(model, input_ids, pairs):
     """Logits at the (row, position) ``pairs`` only. For a course ``CausalLM`` (``.model``
     body + ``.lm_head``) the head — by far the largest matmul of a tiny model with an 8000-
     word vocabulary — is applied to those few positions instead of all of them."""
-    from mindspore import nn, ops
     body, head = getattr(model, "model", None), getattr(model, "lm_head", None)
     if isinstance(body, nn.Cell) and isinstance(head, nn.Cell):
         return head(ops.gather_nd(body(input_ids), pairs))
     return ops.gather_nd(model(input_ids), pairs)
-
-
-def answer_token_nll(model, tokenizer, examples: Sequence[tuple[str, int]],
-                     max_len: int = 128) -> np.ndarray:
-    """Mean negative log-likelihood (nats) of each answer position — the first answer token,
-    the second, ..., the closing ``<|end|>`` — over ``examples`` with their true answers.
-    Shows *which* token a model finds surprising (e.g. an ``<|end|>`` it never learned)."""
-    from mindspore import Tensor
-    import mindspore as ms
-
-    inputs, labels = build_sft_arrays(tokenizer, examples, max_len)
-    was_training = getattr(model, "training", False)
-    model.set_train(False)
-    try:
-        logits = model(Tensor(inputs, ms.int32)).asnumpy().astype(np.float64)
-    finally:
-        model.set_train(was_training)
-    z = logits - logits.max(-1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
-    per_example = []
-    for i in range(len(inputs)):
-        positions = np.flatnonzero(labels[i] != IGNORE_INDEX)
-        per_example.append(-logp[i, positions, labels[i, positions]])
-    if len({len(p) for p in per_example}) != 1:
-        raise ValueError("The answers have different token counts; pass examples of one label.")
-    return np.mean(per_example, 0)
 
 
 def predict_label(model, tokenizer, texts: Sequence[str], max_len: int = 128,
@@ -267,10 +236,6 @@ def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: s
     adapter parameters only. ``method="full"``: every parameter is trained. Everything else
     (data, order, schedule, clipping, step count) is identical, so the runs compare fairly.
     """
-    from .lora import count_parameters, inject_lora, lora_parameters
-    from .runtime import seed_everything
-    from .trainer import LLMTrainer
-
     if method not in ("lora", "full"):
         raise ValueError(f"method must be 'lora' or 'full', got {method!r}.")
     if steps < 2:
@@ -286,44 +251,14 @@ def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: s
     trainer = LLMTrainer(model, data, lr=lr, steps=steps, warmup_steps=warmup_steps,
                          weight_decay=weight_decay, clip=1.0, trainable=trainable,
                          callbacks=list(callbacks), mode=mode, data_seed=seed)
-    clock = _step_clock()
+    clock = StepTimer()
     trainer.callbacks.insert(0, clock)           # one train() call: one progress bar per run
     trainer.train()
     trainer.callbacks.remove(clock)
-    compile_seconds, step_seconds = clock.first, clock.mean_after_first
+    compile_seconds, step_seconds = clock.first_step_seconds, clock.mean_step_seconds
     model.set_train(False)
-    count = count_parameters(model)
+    count = parameter_counts(model)
     return FinetuneRun(method, r if method == "lora" else None,
-                       sum(int(p.size) for p in trainable), count.total,
+                       count_parameters(trainable), count.total,
                        optimizer_state_bytes(trainer.optimizer), step_seconds, compile_seconds,
                        {k: list(v) for k, v in trainer.history.items()}, model, trainer, report)
-
-
-def _step_clock():
-    """A Callback timing each training step from ``on_train_begin``: the first step includes
-    graph compilation, the others are the steady-state step time."""
-    import time
-    from mindspore.train import Callback
-
-    class StepClock(Callback):
-        def __init__(self):
-            self.times: list[float] = []
-
-        def on_train_begin(self, run_context):
-            self.times, self._last = [], time.perf_counter()
-
-        def on_train_step_end(self, run_context):
-            now = time.perf_counter()
-            self.times.append(now - self._last)
-            self._last = now
-
-        @property
-        def first(self) -> float:
-            return self.times[0] if self.times else 0.0
-
-        @property
-        def mean_after_first(self) -> float:
-            rest = self.times[1:]
-            return sum(rest) / len(rest) if rest else 0.0
-
-    return StepClock()

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import mindspore as ms
 import mindspore.dataset as ds
@@ -39,11 +39,13 @@ from mindspore import Tensor, nn
 from mindspore.train import RunContext
 
 from .hf_weights import check_compatible
-from .runtime import defer_interrupt, keep_interrupt
+from .runtime import defer_interrupt, eval_mode, execution_mode, keep_interrupt
 from .safeio import save_checkpoint_atomic
-from .validate import check_batch, check_learning_rate, check_token_ids, model_vocab_size
-from .training import (AdamW, EvalCell, LossCell, TrainStep, apply_amp, count_params,
-                       execution_mode, select_trainable, warmup_cosine_lr)
+from .validate import (check_batch, check_learning_rate, check_token_ids, is_int,
+                       model_vocab_size)
+from .blocks import count_parameters
+from .training import (AdamW, EvalCell, LossCell, TrainStep, apply_amp, select_trainable,
+                       warmup_cosine_lr)
 
 CHECKPOINT_FORMAT = "course_lib.LLMTrainer/1"
 _META_KEYS = ("format", "step", "total_steps", "batches_consumed", "data_seed", "history")
@@ -133,7 +135,7 @@ class LLMTrainer:
                    weight_decay, clip):
         """(Re)build data position, schedule, optimizer and train step for one phase
         (pre-training, or a fine-tuning phase started by :meth:`finetune`)."""
-        if not isinstance(steps, (int, np.integer)) or steps <= 0:
+        if not is_int(steps) or steps <= 0:
             raise ValueError(f"steps must be a positive int (optimizer steps), got {steps!r}")
         check_learning_rate(lr)
         self.batches_per_epoch = _dataset_size(train_data, "train_data")
@@ -159,7 +161,7 @@ class LLMTrainer:
 
     @property
     def num_trainable(self) -> int:
-        return count_params(self.params)
+        return count_parameters(self.params)
 
     # ------------------------------------------------------------------ data
     def _open_iterator(self):
@@ -239,7 +241,7 @@ class LLMTrainer:
         this call's history (``self.history`` keeps the whole run)."""
         remaining = self.total_steps - self.step
         n = remaining if steps is None else steps
-        if not isinstance(n, (int, np.integer)) or n <= 0:
+        if not is_int(n) or n <= 0:
             if steps is None:
                 raise ValueError(f"All {self.total_steps} scheduled steps are done; build a "
                                  "trainer with more steps (or call finetune) to go on.")
@@ -295,20 +297,15 @@ class LLMTrainer:
         _dataset_size(data, "eval data")
         limit = self.eval_batches if max_batches is None else max_batches
         total, count = 0.0, 0.0
-        was_training = self.model.training
-        self.model.set_train(False)
-        try:
-            with execution_mode(self.mode):
-                for i, (input_ids, labels) in enumerate(data.create_tuple_iterator(num_epochs=1)):
-                    if limit is not None and i >= limit:
-                        break
-                    if self.vocab_size is not None:
-                        check_batch(input_ids, labels, self.vocab_size)
-                    nll, n = self._eval_cell(input_ids, labels)
-                    total += float(nll.asnumpy())
-                    count += float(n.asnumpy())
-        finally:
-            self.model.set_train(was_training)
+        with eval_mode(self.model), execution_mode(self.mode):
+            for i, (input_ids, labels) in enumerate(data.create_tuple_iterator(num_epochs=1)):
+                if limit is not None and i >= limit:
+                    break
+                if self.vocab_size is not None:
+                    check_batch(input_ids, labels, self.vocab_size)
+                nll, n = self._eval_cell(input_ids, labels)
+                total += float(nll.asnumpy())
+                count += float(n.asnumpy())
         if count == 0:
             raise ValueError("The evaluation data has no target tokens (all labels ignored).")
         loss = total / count
@@ -337,24 +334,16 @@ class LLMTrainer:
         """Prompt + continuation as text (``course_lib.generation.generate_text``; sampling
         keywords such as ``do_sample``, ``temperature``, ``top_k``, ``top_p``, ``seed``)."""
         from .generation import generate_text   # the model chapter's decoding loop
-        was_training = self.model.training
-        self.model.set_train(False)
-        try:
+        with eval_mode(self.model):
             return generate_text(self.model, tokenizer, [prompt], max_new_tokens, **sampling)[0]
-        finally:
-            self.model.set_train(was_training)
 
     def predict(self, input_ids) -> np.ndarray:
         """Logits (B, T, V) as NumPy for int token ids (B, T)."""
         if self.vocab_size is not None:
             check_token_ids(input_ids, self.vocab_size, "input_ids")
         ids = Tensor(np.asarray(input_ids, np.int32))
-        was_training = self.model.training
-        self.model.set_train(False)
-        try:
+        with eval_mode(self.model):
             return self.model(ids).asnumpy()
-        finally:
-            self.model.set_train(was_training)
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path) -> Path:
@@ -421,63 +410,3 @@ class LLMTrainer:
     def __repr__(self):
         return (f"LLMTrainer(step {self.step}/{self.total_steps}, trainable "
                 f"{self.num_trainable:,} params, mode={self.mode}, amp={self.amp_level})")
-
-
-# --------------------------------------------------------------------------------------
-# Why a custom step: measure it against Model.train's step on the same model and data
-# --------------------------------------------------------------------------------------
-STEP_KINDS = ("TrainOneStepCell (graph)", "TrainStep (graph)", "TrainStep (pynative)")
-
-
-def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[], object],
-                        steps: int = 20, pynative_steps: int | None = None,
-                        lr: float = 1e-3) -> dict[str, float]:
-    """Median seconds per optimizer step of the SAME model and batches trained by
-
-    * ``"TrainOneStepCell (graph)"``: ``nn.TrainOneStepCell(LossCell(model), AdamW)``, the
-      step ``Model.train`` runs (no clipping, no gradient norm);
-    * ``"TrainStep (graph)"``: LLMTrainer's step (+ global-norm clipping, norm returned);
-    * ``"TrainStep (pynative)"``: the same step executed op by op.
-
-    The steps are INTERLEAVED (one of each kind per round, after a compiling warm-up call
-    each), so a busy machine slows all kinds alike; ``pynative_steps`` (default ``steps``)
-    limits the slow eager kind to the first rounds. ``make_model``/``make_data`` build
-    fresh objects (seed inside ``make_model``)."""
-    import time
-
-    pynative_steps = steps if pynative_steps is None else pynative_steps
-    if min(steps, pynative_steps) < 2:
-        raise ValueError("steps and pynative_steps must be >= 2 (a warm-up call, then timing).")
-    batches = []
-    for input_ids, labels in make_data().create_tuple_iterator(num_epochs=1):
-        batches.append((input_ids, labels))
-        if len(batches) == steps + 1:
-            break
-    if len(batches) < steps + 1:
-        raise ValueError(f"make_data() yields {len(batches)} batches; need >= {steps + 1}.")
-
-    def build(kind):
-        model = make_model()
-        optimizer = AdamW(model.trainable_params(), lr)
-        if kind.startswith("TrainOneStepCell"):
-            return nn.TrainOneStepCell(LossCell(model), optimizer)
-        return TrainStep(LossCell(model), optimizer, clip=1.0)
-
-    cells = {kind: build(kind) for kind in STEP_KINDS}
-    modes = {kind: "pynative" if "pynative" in kind else "graph" for kind in STEP_KINDS}
-    timings: dict[str, list[float]] = {kind: [] for kind in STEP_KINDS}
-
-    def run(kind, batch):
-        with execution_mode(modes[kind]):
-            start = time.perf_counter()
-            out = cells[kind](*batch)
-            (out[0] if isinstance(out, tuple) else out).asnumpy()   # wait for the result
-            return time.perf_counter() - start
-
-    for kind in STEP_KINDS:            # compile (graph) / first-run overheads, untimed
-        run(kind, batches[0])
-    for i, batch in enumerate(batches[1:]):
-        for kind in STEP_KINDS:
-            if modes[kind] == "graph" or i < pynative_steps - 1:
-                timings[kind].append(run(kind, batch))
-    return {kind: float(np.median(t)) for kind, t in timings.items()}

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from typing import Callable, Sequence
 
 import mindspore as ms
@@ -24,6 +23,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.ops import composite as C
 
 from .pipelines import IGNORE_INDEX
+from .runtime import execution_mode  # noqa: F401  (generation.py still imports it from here)
 
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
 
@@ -225,15 +225,6 @@ class AdamW(nn.Optimizer):
             self.fused, self.decay_rates, self._parameters, self.moments1, self.moments2, gradients)
 
 
-def lr_at(optimizer: nn.Optimizer, step: int) -> float:
-    """The learning rate ``optimizer`` uses for 0-based step ``step`` (float or schedule)."""
-    lr = optimizer.learning_rate
-    if optimizer.dynamic_lr:
-        table = lr.learning_rate.asnumpy()
-        return float(table[min(step, len(table) - 1)])
-    return float(lr.asnumpy()) if isinstance(lr, (Tensor, Parameter)) else float(lr)
-
-
 # --------------------------------------------------------------------------------------
 # The train step
 # --------------------------------------------------------------------------------------
@@ -298,28 +289,8 @@ class TrainStep(nn.Cell):
 
 
 # --------------------------------------------------------------------------------------
-# Helpers: modes, mixed precision, trainable selection
+# Helpers: mixed precision, trainable selection
 # --------------------------------------------------------------------------------------
-_MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
-
-
-@contextmanager
-def execution_mode(mode: str):
-    """Run a block in ``"graph"`` or ``"pynative"`` mode and restore the previous mode.
-
-    GRAPH mode compiles the whole train step once (several times faster per step on CPU);
-    code that passes Python objects into the model (KV caches in generation) needs PYNATIVE.
-    """
-    if mode not in _MODES:
-        raise ValueError(f"Unknown mode {mode!r}; use 'graph' or 'pynative'.")
-    previous = ms.get_context("mode")
-    ms.set_context(mode=_MODES[mode])
-    try:
-        yield
-    finally:
-        ms.set_context(mode=previous)
-
-
 def apply_amp(model: nn.Cell, amp_level: str = "O0") -> nn.Cell:
     """Mixed precision IN PLACE (same object, same parameter names, so name filters and
     checkpoints keep working): ``O0`` float32; ``O1`` the Dense layers compute in float16;
@@ -366,7 +337,3 @@ def select_trainable(model: nn.Cell, trainable=None) -> list[Parameter]:
         raise ValueError("The trainable selection is empty: no parameter matched. "
                          f"The model's parameter names look like {names}.")
     return chosen
-
-
-def count_params(params: Sequence[Parameter]) -> int:
-    return int(sum(p.size for p in params))

@@ -20,7 +20,8 @@ from mindspore import ops
 INT_DTYPES = ("Int8", "Int16", "Int32", "Int64", "UInt8")
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
+    """A Python or NumPy integer, and not a bool (True is an int to Python, never a count)."""
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, bool)
 
 
@@ -31,7 +32,7 @@ def check_setup_args(device, mode, seed, quiet, modes) -> None:
                         f"got {type(device).__name__} {device!r}.")
     if mode not in modes:
         raise ValueError(f"Unknown mode {mode!r}; use 'pynative' or 'graph'.")
-    if not _is_int(seed) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise TypeError(f"seed must be a non-negative int, got {type(seed).__name__} {seed!r}; "
                         "e.g. setup(seed=42).")
     if not isinstance(quiet, bool):

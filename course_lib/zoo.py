@@ -144,25 +144,6 @@ def _write_atomic(path: Path, writer) -> None:
     atomic_write(path, writer)
 
 
-def _progress(total: int, desc: str):
-    """A tqdm bar as a MindSpore Callback (the trainer fires on_train_step_end)."""
-    from mindspore.train import Callback
-    from tqdm.auto import tqdm
-
-    class Bar(Callback):
-        def on_train_begin(self, run_context):
-            self.bar = tqdm(total=total, desc=desc, leave=True)   # stays, green when complete
-
-        def on_train_step_end(self, run_context):
-            self.bar.update(1)
-            self.bar.set_postfix(loss=f"{run_context.original_args()['loss']:.3f}")
-
-        def on_train_end(self, run_context):
-            self.bar.close()
-
-    return Bar()
-
-
 # --------------------------------------------------------------------------------------
 # Building, training, loading
 # --------------------------------------------------------------------------------------
@@ -201,6 +182,7 @@ def pretraining_texts(documents, tokenizer, chat_fraction: float, seed: int = 0)
 
 def _pretrain(recipe: PretrainRecipe, tokenizer, progress: bool):
     from .data import news_splits
+    from .callbacks import ProgressBar
     from .pipelines import lm_dataset
     from .trainer import LLMTrainer
 
@@ -212,7 +194,7 @@ def _pretrain(recipe: PretrainRecipe, tokenizer, progress: bool):
                        seed=recipe.seed)
     val = lm_dataset(splits.validation[: max(1, recipe.max_docs // 10)], tokenizer,
                      recipe.block_size, recipe.batch_size, shuffle=False)
-    callbacks = [_progress(recipe.steps, "pretrain internlm-tiny")] if progress else []
+    callbacks = [ProgressBar(recipe.steps, "pretrain internlm-tiny")] if progress else []
     trainer = LLMTrainer(model, train, val, lr=recipe.lr, steps=recipe.steps,
                          warmup_steps=recipe.warmup_steps, weight_decay=recipe.weight_decay,
                          clip=recipe.clip, callbacks=callbacks, mode="graph",
@@ -322,11 +304,12 @@ def sentiment_lora_run(model, tokenizer, recipe: LoRARecipe | None = None, *,
                        progress: bool = True):
     """Inject LoRA into ``model`` and fine-tune the adapters on the review SFT data with
     ``recipe`` (``course_lib.sft.finetune``). Returns the measured ``FinetuneRun``."""
+    from .callbacks import ProgressBar
     from .sft import finetune
 
     recipe = recipe or lora_recipe()
     train, _, _ = sentiment_examples(recipe.train_examples)
-    callbacks = [_progress(recipe.steps, f"LoRA r={recipe.r}")] if progress else []
+    callbacks = [ProgressBar(recipe.steps, f"LoRA r={recipe.r}")] if progress else []
     return finetune(model, tokenizer, train, method="lora", r=recipe.r, alpha=recipe.alpha,
                     targets=recipe.targets, steps=recipe.steps, lr=recipe.lr,
                     batch_size=recipe.batch_size, max_len=recipe.max_len,
@@ -383,8 +366,3 @@ def load_or_train(name: str = BASE, **kwargs):
     if name not in loaders:
         raise ValueError(f"Unknown zoo model {name!r}; available: {list(loaders)}.")
     return loaders[name](**kwargs)
-
-
-def pretrained_internlm_tiny(**kwargs):
-    """Shortcut for ``load_or_train("internlm-tiny")``."""
-    return load_or_train(BASE, **kwargs)

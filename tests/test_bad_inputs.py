@@ -291,7 +291,8 @@ def test_negative_ids_in_a_graph_compiled_model_fail_loudly(ctx):
     """A model called directly checks its ids in Python even in GRAPH mode; inside a
     compiled step (EvalCell/TrainStep) the guard in construct makes -1 an out-of-range id
     (MindSpore's Gather error) instead of reading row vocab-1."""
-    from course_lib.training import EvalCell, execution_mode
+    from course_lib.runtime import execution_mode
+    from course_lib.training import EvalCell
     with execution_mode("graph"):
         with pytest.raises(ValueError, match="negative id"):
             ctx.model(ctx.ids(1, -1))
@@ -302,7 +303,8 @@ def test_negative_ids_in_a_graph_compiled_model_fail_loudly(ctx):
 def test_negative_label_never_scored_inside_a_compiled_step(ctx):
     """LossCell (what the compiled step uses) turns a stray -1 label into NaN, never into
     the loss of class V-1."""
-    from course_lib.training import LossCell, execution_mode
+    from course_lib.runtime import execution_mode
+    from course_lib.training import LossCell
     cell = LossCell(ctx.model)
     with execution_mode("graph"):
         value = float(cell(ctx.ids(1, 2), ctx.ids(3, -1)).asnumpy())

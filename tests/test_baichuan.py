@@ -170,9 +170,19 @@ def test_float16_o2_training_stays_finite_and_close_to_float32(mode):
     assert model.model.norm.mixed_precision_type != model.model.layers[0].mlp.gate_proj.mixed_precision_type
 
 
-def test_float16_model_with_left_padding_gives_finite_logits():
+def test_float16_model_with_left_padding_matches_float32_logits():
+    import course_lib as cl
     from course_lib.generation import prefill
     from course_lib.training import apply_amp
-    model = apply_amp(BaichuanForCausalLM(baichuan.tiny(hidden_size=64)), "O2")
-    state = prefill(model, [[5, 6, 7, 8, 9], [10, 11]])     # row 1 has 3 pads
-    assert np.isfinite(state.logits).all()
+    cl.seed_everything(0)
+    model = BaichuanForCausalLM(baichuan.tiny(hidden_size=64))
+    model.set_train(False)
+    rows = [[5, 6, 7, 8, 9], [10, 11]]                        # row 1 gets 3 left pads
+    want = prefill(model, rows).logits                         # float32 (O0)
+    alone = model(Tensor([rows[1]], ms.int32)).asnumpy()[0, -1]
+    np.testing.assert_allclose(want[1], alone, atol=1e-5)     # pads change nothing in fp32
+    got = prefill(apply_amp(model, "O2"), rows).logits        # same weights, float16
+    assert np.isfinite(got).all()
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(got, want, atol=0.02 * scale)
+    assert (got.argmax(-1) == want.argmax(-1)).all()

@@ -164,6 +164,11 @@ def test_requires_grad_false_removes_parameters_from_trainable_params():
         p.requires_grad = False
     assert blocks.count_parameters(block, trainable_only=True) == total - (2 * E * F + F + E)
     assert blocks.count_parameters(block) == total
+    # a list of Parameters counts the same way
+    assert blocks.count_parameters(list(block.get_parameters())) == total
+    trainable = blocks.count_parameters(block.get_parameters(), trainable_only=True)
+    assert trainable == total - (2 * E * F + F + E)
+    assert blocks.count_parameters(block.ffn.get_parameters()) == 2 * E * F + F + E
 
 
 def test_encoder_stack_has_final_norm_only_when_pre_norm():

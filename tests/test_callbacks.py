@@ -5,7 +5,7 @@ import mindspore.dataset as ds
 import numpy as np
 import pytest
 from mindspore import nn
-from mindspore.train import Model
+from mindspore.train import Callback, Model
 
 from course_lib.callbacks import (AssignLR, CheckpointSaver, EarlyStopping, History,
                                   LiveLossPlot, ProgressBar, probe_lr, restore_checkpoint)
@@ -36,9 +36,19 @@ def test_assigning_a_float_to_optimizer_learning_rate_raises():
 def test_assigning_a_tensor_breaks_the_update_in_pynative():
     # in its own process: the compiled optimizer then reads stale memory
     result = probe_lr("attr_tensor", "pynative", isolated=True)
-    # undefined behaviour: zero or garbage updates (or a crash), never the wanted schedule
-    assert isinstance(result, str) or result[0] == pytest.approx(0.1)   # step 1 precedes it
-    assert isinstance(result, str) or result != pytest.approx(WANTED, abs=1e-6)
+    assert isinstance(result, list) and len(result) == 4, result
+    assert result[0] == pytest.approx(0.1, abs=1e-6)      # step 1 runs before the callback
+    # then zero or garbage updates: never the lr the callback meant
+    assert all(r != pytest.approx(w, abs=1e-6) for r, w in zip(result[1:], WANTED[1:]))
+
+
+class _RaisesWithoutMessage(Callback):
+    def on_train_step_begin(self, run_context):
+        raise ValueError()
+
+
+def test_probe_reports_an_error_without_a_message():
+    assert probe_lr(callbacks=[_RaisesWithoutMessage()]) == "ValueError: "
 
 
 def test_assign_lr_refuses_an_optimizer_with_a_schedule():

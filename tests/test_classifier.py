@@ -8,6 +8,7 @@ from mindspore.train import Model
 
 from course_lib import classifier as C
 from course_lib.data import review_splits
+from course_lib.metrics import BinaryF1, make_metrics
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +120,12 @@ def test_o1_is_refused_with_an_explanation(tokenizer, tmp_path, monkeypatch):
 
 def test_unknown_metric_name_is_a_clear_error():
     with pytest.raises(ValueError, match=r"Unknown metric name\(s\) \['acuracy'\]; choose from"):
-        C.make_metrics(["acuracy"])
-    assert set(C.make_metrics("accuracy")) == {"accuracy"}
+        make_metrics(["acuracy"])
+    made = make_metrics(("accuracy", "f1"))
+    assert set(made) == {"accuracy", "f1"} and isinstance(made["f1"], BinaryF1)
+    with pytest.raises(ValueError, match="Unknown amp_level 'O4'"):
+        C.build_model(C.SentimentClassifier(50, 8, embed_dim=8, num_heads=2, ffn_dim=16),
+                      amp_level="O4")
 
 
 def test_bad_inputs(tokenizer):
@@ -133,16 +138,3 @@ def test_bad_inputs(tokenizer):
         C.review_dataset([], tokenizer, 8, 4)
     with pytest.raises(ValueError, match="make no full batch"):
         C.review_dataset([("好", 1)], tokenizer, 8, 4, drop_remainder=True)
-
-
-def test_measure_training_speed_restores_mode(tokenizer, splits):
-    make_net = lambda: C.SentimentClassifier(tokenizer.vocab_size, 16, embed_dim=16,  # noqa: E731
-                                             num_heads=2, ffn_dim=32)
-    make_data = lambda: C.review_dataset(splits.train[:64], tokenizer, 16, 8)  # noqa: E731
-    result = C.measure_training_speed(make_net, make_data, "graph", steps=3)
-    assert result["mode"] == "graph" and result["steps"] == 3 and result["steps_per_s"] > 0
-    assert ms.get_context("mode") == ms.PYNATIVE_MODE
-    with pytest.raises(ValueError, match="Unknown mode 'eager'"):
-        C.measure_training_speed(make_net, make_data, "eager", steps=3)
-    with pytest.raises(ValueError, match="gives only 8 batches; need 20"):
-        C.measure_training_speed(make_net, make_data, "graph", steps=20)

@@ -109,7 +109,7 @@ def _grads(model, ids, labels):
 
 
 def test_recompute_runs_on_cpu_and_keeps_gradients_exact():
-    from course_lib.training import execution_mode
+    from course_lib.runtime import execution_mode
     rng = np.random.default_rng(0)
     ids = Tensor(rng.integers(0, 64, (2, 16)).astype(np.int32))
     labels = Tensor(rng.integers(0, 64, (2, 16)).astype(np.int32))

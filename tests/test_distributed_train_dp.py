@@ -11,6 +11,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.distributed import train_dp
+from course_lib.hf_weights import state_dict
 
 # Tiny on purpose: 2 workers + scheduler share 2 CPU cores with the rest of the test run.
 OPTIONS = dict(steps=2, hidden=32, layers=1, heads=2, batch_size=4, block_size=32,
@@ -62,7 +63,7 @@ def local_gradient_norm(batches, seed=0):
     loss_net = LossCell(model)
     grad_fn = ms.value_and_grad(loss_net, None, model.trainable_params())
     _, grads = grad_fn(ids, labels)
-    fingerprint = train_dp.fingerprint(train_dp.weights_of(model))
+    fingerprint = train_dp.fingerprint(state_dict(model))
     return float(global_norm(grads).asnumpy()), fingerprint
 
 

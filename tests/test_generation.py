@@ -118,11 +118,26 @@ def test_sampling_is_seeded_and_top_k_1_is_greedy(alibi_model):
         generate(alibi_model, PROMPTS, 5)
 
 
-def test_repetition_penalty_changes_greedy_output_and_penalises_repeats(alibi_model):
+def _hf_greedy_with_penalty(model, prompt, n, penalty):
+    """Reference: full forward each step + transformers' RepetitionPenaltyLogitsProcessor."""
+    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+    process = RepetitionPenaltyLogitsProcessor(penalty)
+    ids = list(prompt)
+    for _ in range(n):
+        logits = model(ms.Tensor([ids], ms.int32)).asnumpy()[:, -1]
+        scores = process(torch.tensor([ids]), torch.from_numpy(logits))
+        ids.append(int(scores.argmax(-1)))
+    return ids[len(prompt):]
+
+
+def test_repetition_penalty_matches_transformers_and_changes_greedy_output(alibi_model):
     plain = generate(alibi_model, [PROMPTS[0]], 12)[0]
     penal = generate(alibi_model, [PROMPTS[0]], 12, repetition_penalty=5.0)[0]
+    assert penal == _hf_greedy_with_penalty(alibi_model, PROMPTS[0], 12, 5.0)
+    assert plain == _hf_greedy_with_penalty(alibi_model, PROMPTS[0], 12, 1.0)
+    assert penal != plain
     repeats = lambda seq: len(seq) - len(set(seq))  # noqa: E731
-    assert repeats(penal) <= repeats(plain)
+    assert repeats(penal) < repeats(plain)
     assert not set(penal) & set(PROMPTS[0])
 
 

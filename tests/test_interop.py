@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from course_lib import interop
+from course_lib.runtime import Isolated
 
 IDS = [[5, 6, 7, 8, 9, 10, 11], [1, 40, 41, 42, 43, 44, 45]]
 PROMPT = [5, 6, 7]
@@ -20,7 +21,7 @@ def exported(tmp_path_factory):
     out = tmp_path_factory.mktemp("hf")
     pending = interop.export_course_model(out, IDS, prompt_ids=PROMPT, max_new_tokens=6,
                                           pretrained=False, seed=3, background=True)
-    assert isinstance(pending, interop.Pending)      # returned at once, work runs meanwhile
+    assert isinstance(pending, Isolated)      # returned at once, work runs meanwhile
     return out, pending.result()
 
 
@@ -29,8 +30,12 @@ def test_export_writes_hf_layout_and_references(exported):
     assert (out / "config.json").exists() and (out / "model.safetensors").exists()
     assert info["logits"].shape == (2, 7, 8000)
     assert len(info["generated"]) <= 6
-    assert info["llama_config"]["attention_bias"] is True
-    assert info["parameters"] > 0
+    c = info["llama_config"]
+    assert c["attention_bias"] is True and c["tie_word_embeddings"] is False
+    assert c["num_key_value_heads"] == c["num_attention_heads"]
+    v, h, i, n = c["vocab_size"], c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    # embedding + head, per layer q/k/v/o with biases + gate/up/down + 2 norms, final norm
+    assert info["parameters"] == 2 * v * h + n * (4 * h * h + 4 * h + 3 * h * i + 2 * h) + h
 
 
 def test_hf_transformers_on_real_torch_reproduces_the_course_model(exported):
@@ -60,7 +65,7 @@ def test_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="2-D"):
         interop.export_course_model(tmp_path, [1, 2, 3])
     (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
-    with pytest.raises(RuntimeError, match=r"interop logits` failed \(exit 1\)"):
+    with pytest.raises(RuntimeError, match=r"_logits in a fresh process failed \(exit code 1\)"):
         interop.course_logits(tmp_path, IDS)
 
 

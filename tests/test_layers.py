@@ -8,7 +8,8 @@ from mindspore import Tensor
 
 from course_lib.layers import (MASK_VALUE, Attention, DecoderConfig, RMSNorm, RotaryEmbedding,
                                SwiGLU, alibi_slopes, apply_rotary, attention_bias,
-                               attention_weights, causal_allowed)
+                               attention_weights, causal_allowed, swiglu_width)
+from course_lib.baichuan import tiny as baichuan_tiny
 
 
 # ---------------------------------------------------------------- ALiBi
@@ -71,25 +72,34 @@ def test_causal_mask_blocks_the_future_and_handles_a_past():
     np.testing.assert_array_equal(m, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
 
 
-def test_masked_attention_rows_sum_to_one_and_ignore_future_and_pads():
+def _torch_masked_alibi_attention(q, k, mask, slopes, scale):
+    """Independent reference: -inf masking (causal + padding) with masked_fill, ALiBi as
+    slope * (key position - query position) over real-token positions, torch softmax."""
+    T = q.shape[2]
+    pos = np.maximum(np.cumsum(mask, -1) - 1, 0).astype(np.float32)          # (B, T)
+    distance = torch.from_numpy(pos[:, None, :] - pos[:, :, None])[:, None]   # (B, 1, T, T)
+    scores = torch.from_numpy(q) @ torch.from_numpy(k).transpose(-1, -2) * scale
+    scores = scores + torch.tensor(slopes, dtype=torch.float32)[None, :, None, None] * distance
+    allowed = np.tril(np.ones((T, T), bool))[None] & mask.astype(bool)[:, None, :]
+    forbidden = torch.from_numpy(~allowed)[:, None]
+    return torch.softmax(scores.masked_fill(forbidden, float("-inf")), -1).numpy()
+
+
+def test_masked_attention_matches_torch_and_ignores_future_and_pads():
     rng = np.random.default_rng(1)
-    q = Tensor(rng.normal(size=(2, 4, 6, 8)).astype(np.float32))
-    k = Tensor(rng.normal(size=(2, 4, 6, 8)).astype(np.float32))
+    q = rng.normal(size=(2, 4, 6, 8)).astype(np.float32)
+    k = rng.normal(size=(2, 4, 6, 8)).astype(np.float32)
     mask = np.ones((2, 6), np.int32)
     mask[1, :2] = 0                                   # row 1 is left-padded by 2
     slopes = alibi_slopes(4)
-    for m in (mask, Tensor(mask)):          # host (NumPy) and device (Tensor) paths agree
-        np.testing.assert_allclose(attention_bias(6, 6, Tensor(mask), slopes).asnumpy()[:, :, 2:],
-                                   attention_bias(6, 6, m, slopes).asnumpy()[:, :, 2:], atol=1e-3)
-    bias = attention_bias(6, 6, Tensor(mask), slopes)
-    p = attention_weights(q, k, bias, 1 / math.sqrt(8)).asnumpy()
-    np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-5)
-    future = np.triu(np.ones((6, 6), bool), 1)
-    assert p[0][:, future].max() < 1e-12
-    # Row 1's first two queries are pads themselves (every key masked: their output is
-    # never used); its real queries 2..5 must see neither the future nor the pads.
-    assert p[1][:, future][:, future[:, :].nonzero()[0] >= 2].max() < 1e-12
-    assert p[1, :, 2:, :2].max() < 1e-12              # real tokens never attend to pads
+    scale = 1 / math.sqrt(8)
+    ref = _torch_masked_alibi_attention(q, k, mask, slopes, scale)
+    for m in (mask, Tensor(mask), mask.tolist()):     # every form goes through one NumPy path
+        p = attention_weights(Tensor(q), Tensor(k), attention_bias(6, 6, m, slopes), scale).asnumpy()
+        np.testing.assert_allclose(p[0], ref[0], atol=1e-6)
+        # row 1's first two queries are pads (every key masked, output never used)
+        np.testing.assert_allclose(p[1, :, 2:], ref[1, :, 2:], atol=1e-6)
+        assert p[1, :, 2:, :2].max() == 0.0           # real tokens never attend to pads
 
 
 def test_padding_does_not_shift_alibi_positions():
@@ -132,10 +142,11 @@ def test_rope_matches_hugging_face_llama():
     pos = np.arange(3, 3 + T)[None]
     cos_t, sin_t = LlamaRotaryEmbedding(cfg)(torch.from_numpy(q), torch.from_numpy(pos))
     q_ref, k_ref = apply_rotary_pos_emb(torch.from_numpy(q), torch.from_numpy(k), cos_t, sin_t)
-    cos, sin = RotaryEmbedding(head_dim, 10000.0)(Tensor(pos.astype(np.int32)))
-    q_ms, k_ms = apply_rotary(Tensor(q), Tensor(k), cos, sin)
-    np.testing.assert_allclose(q_ms.asnumpy(), q_ref.numpy(), atol=1e-5)
-    np.testing.assert_allclose(k_ms.asnumpy(), k_ref.numpy(), atol=1e-5)
+    for p in (pos, Tensor(pos.astype(np.int32))):
+        cos, sin = RotaryEmbedding(head_dim, 10000.0)(p)
+        q_ms, k_ms = apply_rotary(Tensor(q), Tensor(k), cos, sin)
+        np.testing.assert_allclose(q_ms.asnumpy(), q_ref.numpy(), atol=1e-5)
+        np.testing.assert_allclose(k_ms.asnumpy(), k_ref.numpy(), atol=1e-5)
 
 
 def test_w_pack_is_split_into_contiguous_q_k_v_blocks():
@@ -160,3 +171,9 @@ def test_config_validation_messages():
         DecoderConfig(**{**base, "vocab_size": 0})
     with pytest.raises(TypeError, match="Unknown config field"):
         DecoderConfig(**base).replace(hiden_size=4)
+
+
+def test_swiglu_width_is_llamas_rule():
+    assert swiglu_width(4096, multiple_of=256) == 11008      # LLaMA-7B's published width
+    assert swiglu_width(5120, multiple_of=256) == 13824      # LLaMA-13B
+    assert swiglu_width(128) == 352 == baichuan_tiny().intermediate_size

@@ -12,7 +12,7 @@ import mindspore as ms
 from mindspore import Tensor, nn
 
 from course_lib import lora
-from course_lib.lora import (LoRADense, count_parameters, inject_lora, load_adapter,
+from course_lib.lora import (LoRADense, inject_lora, parameter_counts, load_adapter,
                              lora_layers, lora_parameters, merge_lora, parameter_table,
                              save_adapter, unmerge_lora)
 
@@ -124,14 +124,14 @@ def test_dropout_only_in_training_mode():
 def test_inject_report_freezes_everything_else_and_keeps_names():
     net = fresh_net()
     names_before = [n for n, _ in net.parameters_and_names()]
-    total_before = count_parameters(net).total
+    total_before = parameter_counts(net).total
     report = inject_lora(net, ["q_proj", "v_proj"], r=4, alpha=8)
     replaced = [x.name for x in report.replaced]
     assert replaced == ["layers.0.self_attn.q_proj", "layers.0.self_attn.v_proj",
                         "layers.1.self_attn.q_proj", "layers.1.self_attn.v_proj"]
     assert all((x.in_features, x.out_features, x.added) == (H, H, 4 * (H + H))
                for x in report.replaced)
-    count = count_parameters(net)
+    count = parameter_counts(net)
     assert count.trainable == report.added == 4 * 4 * 2 * H
     assert count.total == total_before + report.added
     # every old name is still there, the adapters add <layer>.lora_A / .lora_B
@@ -259,7 +259,7 @@ def test_adapter_round_trip_onto_a_fresh_base(tmp_path):
     fresh = fresh_net()                        # same seed -> same base weights
     report = load_adapter(fresh, path)
     assert [x.name for x in report.replaced] == sorted(lora_layers(net))
-    assert report.count == count_parameters(net)
+    assert report.count == parameter_counts(net)
     assert np.array_equal(fresh(x).asnumpy(), expected)
     # loading again onto a model that already has the same LoRA layers just sets values
     other = fresh_net()

@@ -8,6 +8,7 @@ from course_lib.baichuan import BaichuanForCausalLM
 from course_lib.migration import compile_stats as cs, native_demo, step_modes
 from course_lib.migration.demo_data import DemoConfig
 from course_lib.pipelines import IGNORE_INDEX
+from course_lib.runtime import execution_mode
 from course_lib.training import EvalCell
 
 CFG = baichuan.tiny(vocab_size=200, hidden_size=32, num_layers=1, num_heads=4,
@@ -33,7 +34,7 @@ def _xy(T):
 
 def test_counter_agrees_with_mindspores_ir_dump(tmp_path):
     """Two independent counts: our cache watcher and MindSpore's own IR files."""
-    with cs.graph_mode():
+    with execution_mode("graph"):
         net = _Tiny()
 
         def run():
@@ -150,7 +151,7 @@ def test_python_scalars_are_graph_constants():
 
     x = Tensor(np.ones((2, 5), np.float32))
     counts = []
-    with cs.graph_mode():
+    with execution_mode("graph"):
         for wrap in (float, ms.mutable, lambda t: Tensor(t, ms.float32)):
             net = Scale()
             with cs.CompileCounter() as counter:

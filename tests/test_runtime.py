@@ -8,6 +8,8 @@ import pytest
 import course_lib as cl
 from course_lib import runtime, scale
 
+HERE = {"PYTHONPATH": os.path.dirname(os.path.abspath(__file__))}   # children import this file
+
 
 def test_setup_reports_cpu_and_scale(capsys):
     info = cl.setup(device="cpu", mode="graph", seed=3)
@@ -82,3 +84,76 @@ def test_cache_dir_override(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     assert cl.cache_dir("a", "b") == tmp_path / "a" / "b"
     assert (tmp_path / "a" / "b").is_dir()
+
+
+@pytest.mark.parametrize("start", ["graph", "pynative"])
+def test_execution_mode_switches_and_restores_even_on_error(start):
+    import mindspore as ms
+    value = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
+    other = "pynative" if start == "graph" else "graph"
+    ms.set_context(mode=value[start])
+    with runtime.execution_mode(other):
+        assert ms.get_context("mode") == value[other]
+    assert ms.get_context("mode") == value[start]
+    with pytest.raises(KeyError):
+        with runtime.execution_mode(other):
+            raise KeyError("boom")
+    assert ms.get_context("mode") == value[start]
+    with pytest.raises(ValueError, match="Unknown mode 'eager'"):
+        with runtime.execution_mode("eager"):
+            pass
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_eval_mode_turns_training_off_and_restores_the_flag(training):
+    from mindspore import nn
+    net = nn.SequentialCell(nn.Dense(2, 2), nn.Dropout(p=0.5))
+    net.set_train(training)
+    with pytest.raises(RuntimeError):
+        with runtime.eval_mode(net) as inside:
+            assert inside is net and net.training is False and net[1].training is False
+            raise RuntimeError("boom")
+    assert net.training is training and net[1].training is training
+
+
+def test_eval_mode_passes_a_plain_callable_through():
+    def f(x):
+        return x
+    with runtime.eval_mode(f) as inside:
+        assert inside is f
+
+
+def _child_pid_and_sum(a, b):        # run by run_isolated in a fresh interpreter
+    return {"pid": os.getpid(), "sum": a + b, "mindspore_loaded": "mindspore" in sys.modules}
+
+
+def _child_fails(code):
+    sys.stderr.write("child says hello\n")
+    sys.exit(code)
+
+
+def _child_sleeps(seconds):
+    import time
+    time.sleep(seconds)
+
+
+def test_run_isolated_runs_in_another_process_and_returns_the_value():
+    out = runtime.run_isolated(_child_pid_and_sum, a=2, b=3, timeout=120, env=HERE)
+    assert out == {"pid": out["pid"], "sum": 5, "mindspore_loaded": False}
+    assert out["pid"] != os.getpid()
+    job = runtime.run_isolated(_child_pid_and_sum, a=[1], b=[2], background=True,
+                               timeout=120, env=HERE)
+    assert isinstance(job, runtime.Isolated) and job.result()["sum"] == [1, 2]
+
+
+def test_run_isolated_reports_failure_timeout_and_bad_functions():
+    with pytest.raises(runtime.IsolatedError, match=r"(?s)exit code 3.*child says hello") as err:
+        runtime.run_isolated(_child_fails, code=3, timeout=120, env=HERE)
+    assert err.value.exit_code == 3
+    with pytest.raises(RuntimeError, match="did not finish within 1 s"):
+        runtime.run_isolated(_child_sleeps, seconds=60, timeout=1, env=HERE)
+    with pytest.raises(ValueError, match="top level of an importable module"):
+        runtime.run_isolated(lambda: 1)
+    with pytest.raises(TypeError, match="as JSON"):
+        runtime.run_isolated(_child_pid_and_sum, a=object(), b=1)

@@ -183,14 +183,3 @@ def test_weights_only_load_keeps_optimizer_fresh(tmp_path):
     assert b.step == 0
     for x, y in zip(a.model.get_parameters(), b.model.get_parameters()):
         assert np.array_equal(x.asnumpy(), y.asnumpy())
-
-
-def test_compare_train_steps_reports_three_kinds():
-    from course_lib.trainer import STEP_KINDS, compare_train_steps
-    seconds = compare_train_steps(_model, _data, steps=4, pynative_steps=2)
-    assert tuple(seconds) == STEP_KINDS
-    assert all(s > 0 for s in seconds.values())
-    with pytest.raises(ValueError, match="must be >= 2"):
-        compare_train_steps(_model, _data, steps=1)
-    with pytest.raises(ValueError, match="need >= 41"):
-        compare_train_steps(_model, _data, steps=40)

@@ -8,8 +8,9 @@ import torch
 from mindspore import Parameter, Tensor, nn
 
 from course_lib.pipelines import IGNORE_INDEX
-from course_lib.training import (AdamW, LossCell, TrainStep, causal_lm_loss, execution_mode,
-                                 select_trainable, token_nll, warmup_cosine_lr, apply_amp)
+from course_lib.runtime import execution_mode
+from course_lib.training import (AdamW, LossCell, TrainStep, causal_lm_loss, select_trainable,
+                                 token_nll, warmup_cosine_lr, apply_amp)
 from tiny_lm import TinyLM
 
 

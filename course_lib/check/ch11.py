@@ -8,13 +8,15 @@ mindnlp, passing the learner's function by its importable name.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import os
-import subprocess
 import sys
 
 import numpy as np
 
+from ..runtime import run_isolated
 from ..solutions import ch11 as sol
 from .common import Mismatch, check_number, close, exercise, run_code_check, verdict
 
@@ -74,19 +76,33 @@ def _step_body(func):
                                f"{float(np.abs(a - b).max()):.3g}）：{bug}")
 
 
+def _check_with_mindnlp(check: str, module: str, qualname: str) -> dict:
+    """Fresh-process side (``runtime.run_isolated``): import mindnlp, run checker ``check``
+    on the learner's function, hand back its verdict and what it printed."""
+    os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
+    import mindnlp  # noqa: F401  -- from here on `import torch` means mindtorch
+    func = getattr(importlib.import_module(module), qualname)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        ok = globals()[check](func)
+    return {"ok": bool(ok), "printed": printed.getvalue()}
+
+
 def _in_fresh_process(name: str, func) -> bool:
     """Run checker ``name`` on ``func`` in a fresh interpreter that imports mindnlp first."""
     module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
     if module in (None, "__main__") or "<" in qualname:
         return verdict(False, "这个练习要在导入了 mindnlp 的内核里运行（第 11 章笔记本）。", name)
-    code = ("import os, sys, importlib; os.environ.setdefault('DIFFUSERS_VERBOSITY', 'error'); import mindnlp; "
-            f"from course_lib.check import ch11; f = getattr(importlib.import_module({module!r}), {qualname!r}); "
-            f"sys.exit(0 if ch11.{name.split('.')[1]}(f) else 1)")
-    env = dict(os.environ, GLOG_v="3", HF_HUB_OFFLINE="1", DIFFUSERS_VERBOSITY="error")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith(f"[{name}]")]
-    print("\n".join(lines) if lines else f"[{name}] ❌ 子进程出错：{proc.stderr.strip()[-800:]}")
-    return proc.returncode == 0 and bool(lines)
+    try:
+        result = run_isolated(_check_with_mindnlp, check=name.split(".")[1], module=module,
+                              qualname=qualname, timeout=600,
+                              env={"HF_HUB_OFFLINE": "1", "DIFFUSERS_VERBOSITY": "error"})
+    except RuntimeError as err:
+        print(f"[{name}] ❌ 子进程出错：{str(err)[-800:]}")
+        return False
+    lines = [l for l in result["printed"].splitlines() if l.startswith(f"[{name}]")]
+    print("\n".join(lines) if lines else f"[{name}] ❌ 子进程没有给出结论。")
+    return result["ok"] and bool(lines)
 
 
 @exercise("code", "写 lora_sgd_step：mindnlp 0.5.1 + CPU 上 LoRA 参数的一步训练（value_and_grad + 手写 SGD）",

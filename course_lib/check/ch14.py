@@ -75,13 +75,14 @@ def _dynamic_case():
 
 def _compiles_once(placeholders) -> int:
     from mindspore import Tensor, nn
-    from ..migration.compile_stats import CompileCounter, graph_mode
+    from ..migration.compile_stats import CompileCounter
+    from ..runtime import execution_mode
 
     class Probe(nn.Cell):
         def construct(self, h, ids):
             return h.sum(-1) + ids.astype(h.dtype)
     hidden, ids = _dynamic_case()[0]
-    with graph_mode():
+    with execution_mode("graph"):
         probe = Probe()
         probe.set_inputs(*placeholders)
         with CompileCounter() as counter:

@@ -141,7 +141,7 @@ def _eager():
     default asynchronous dispatch a failing operator may report its error at a later call —
     inside the next check — and the learner's corrected code would be blamed for it."""
     import mindspore as ms
-    from ..training import execution_mode
+    from ..runtime import execution_mode
     if ms.get_context("device_target") == "CPU":
         ms.runtime.launch_blocking()      # idempotent; on CPU also faster for small PyNative ops
     return execution_mode("pynative")

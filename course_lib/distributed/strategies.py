@@ -20,10 +20,9 @@ attributes and the parallel context, so they also run here — that is how they 
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
+
+from ..runtime import run_isolated
 
 # --------------------------------------------------------------------------------------
 # The table learners read
@@ -186,8 +185,8 @@ def configure_ascend(model, dp: int, mp: int = 1, pp: int = 1, optimizer_shard: 
 # --------------------------------------------------------------------------------------
 # What the CPU build says
 # --------------------------------------------------------------------------------------
-def _refusal_demo() -> None:
-    """Child process: configure tensor parallel on the tiny Baichuan and compile one forward."""
+def _refusal_demo() -> str:
+    """Fresh process: configure tensor parallel on the tiny Baichuan, compile one forward."""
     import numpy as np
     import course_lib as cl
     import mindspore as ms
@@ -198,26 +197,11 @@ def _refusal_demo() -> None:
     try:
         model(ms.Tensor(np.zeros((2, 8), np.int32)))
     except RuntimeError as e:
-        first = next((l for l in str(e).splitlines() if l.strip()), str(e))
-        print("REFUSED:", first, flush=True)
-        return
-    print("COMPILED: this build accepted SEMI_AUTO_PARALLEL", flush=True)
+        return next((line for line in str(e).splitlines() if line.strip()), str(e))
+    return "this build accepted SEMI_AUTO_PARALLEL"
 
 
 def cpu_refusal(timeout: float = 180) -> str:
     """Run the tensor-parallel configuration in a fresh process (the parallel context is
     global) and return the first line of MindSpore's error — or a note if it compiled."""
-    env = dict(os.environ, GLOG_v="3")
-    proc = subprocess.run([sys.executable, "-m", "course_lib.distributed.strategies", "--refusal-demo"],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-    for line in proc.stdout.splitlines():
-        if line.startswith(("REFUSED:", "COMPILED:")):
-            return line.split(":", 1)[1].strip()
-    raise RuntimeError(f"the refusal demo crashed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--refusal-demo"]:
-        _refusal_demo()
-    else:
-        sys.exit("usage: python -m course_lib.distributed.strategies --refusal-demo")
+    return run_isolated(_refusal_demo, timeout=timeout)

@@ -33,7 +33,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from mindspore import nn, ops
 
+from ..hf_weights import state_dict
+from ..layers import swiglu_width
+from ..training import AdamW, LossCell, TrainStep, global_norm, warmup_cosine_lr
 from .launch import emit
 
 
@@ -105,30 +109,28 @@ def sharded_dataset(blocks: np.ndarray, batch_size: int, rank: int, world: int, 
 # --------------------------------------------------------------------------------------
 # The train step with the all-reduce
 # --------------------------------------------------------------------------------------
+class DataParallelTrainStep(TrainStep):
+    """TrainStep with one extra line: average the gradients over all ranks BEFORE
+    measuring their norm and clipping — every rank must clip the same gradient."""
+
+    def __init__(self, loss_net, optimizer, clip):
+        super().__init__(loss_net, optimizer, clip)
+        self.grad_reducer = nn.DistributedGradReducer(optimizer.parameters, mean=True)
+
+    def construct(self, input_ids, labels):
+        loss = self.loss_net(input_ids, labels)
+        sens = ops.fill(loss.dtype, loss.shape, 1.0)
+        grads = self.grad(self.loss_net, self.weights)(input_ids, labels, sens)
+        grads = self.grad_reducer(grads)                 # all-reduce (mean) across ranks
+        norm = global_norm(grads)
+        if self.clip > 0.0:
+            grads = ops.clip_by_global_norm(grads, self.clip)
+        loss = ops.depend(loss, self.optimizer(grads))
+        return loss, norm
+
+
 def build_train_step(model, lr_schedule, clip: float, parallel: bool):
     """``TrainStep`` (course_lib.training) + a gradient all-reduce when ``parallel``."""
-    from mindspore import nn, ops
-    from ..training import AdamW, LossCell, TrainStep, global_norm
-
-    class DataParallelTrainStep(TrainStep):
-        """TrainStep with one extra line: average the gradients over all ranks BEFORE
-        measuring their norm and clipping — every rank must clip the same gradient."""
-
-        def __init__(self, loss_net, optimizer, clip):
-            super().__init__(loss_net, optimizer, clip)
-            self.grad_reducer = nn.DistributedGradReducer(optimizer.parameters, mean=True)
-
-        def construct(self, input_ids, labels):
-            loss = self.loss_net(input_ids, labels)
-            sens = ops.fill(loss.dtype, loss.shape, 1.0)
-            grads = self.grad(self.loss_net, self.weights)(input_ids, labels, sens)
-            grads = self.grad_reducer(grads)                 # all-reduce (mean) across ranks
-            norm = global_norm(grads)
-            if self.clip > 0.0:
-                grads = ops.clip_by_global_norm(grads, self.clip)
-            loss = ops.depend(loss, self.optimizer(grads))
-            return loss, norm
-
     optimizer = AdamW(model.trainable_params(), lr_schedule, weight_decay=0.1)
     cls = DataParallelTrainStep if parallel else TrainStep
     return cls(LossCell(model), optimizer, clip)
@@ -138,12 +140,8 @@ def model_config(args):
     """The course's tiny Baichuan (ALiBi, W_pack, SwiGLU), resized by the command line."""
     from ..baichuan import tiny
     return tiny(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
-                intermediate_size=(8 * args.hidden // 3 + 31) // 32 * 32,
+                intermediate_size=swiglu_width(args.hidden),
                 max_seq_len=max(args.block_size, 512))
-
-
-def weights_of(model) -> dict[str, np.ndarray]:
-    return {p.name: p.asnumpy() for p in model.get_parameters()}
 
 
 def fingerprint(weights: dict[str, np.ndarray]) -> float:
@@ -213,54 +211,41 @@ def max_rank_difference(out_dir) -> float:
 # --------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------
-def main(argv=None) -> None:
-    t_start = time.perf_counter()
-    args = parse_args(argv)
+def _join_cluster(args):
+    """Device and mode first (init() binds the communication backend of this device), then
+    the cluster when msrun started us. Returns ``(rank, world, parallel)``."""
     import mindspore as ms
     import course_lib as cl
-
-    # 1. Device and mode first: init() binds the communication backend of this device.
     cl.setup(device=args.device, mode=args.mode, seed=args.seed, quiet=True)
     if args.threads:        # N processes on one CPU: avoid N x cores threads fighting
         ms.set_context(runtime_num_threads=args.threads)
     if args.blocking:
         ms.runtime.launch_blocking()
-    distributed = "MS_ROLE" in os.environ            # set by msrun (scheduler or worker)
     rank, world = 0, 1
-    if distributed:
+    if "MS_ROLE" in os.environ:                      # set by msrun (scheduler or worker)
         from mindspore.communication import get_group_size, get_rank, init
         init()        # the scheduler process serves the cluster inside init() and exits
         rank, world = get_rank(), get_group_size()
-    parallel = distributed and world > 1 and not args.no_parallel
+    parallel = world > 1 and not args.no_parallel
     if parallel:
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
                                      gradients_mean=True)
-    t_init = time.perf_counter()
     cl.seed_everything(args.seed)    # the same seed on every rank -> identical initial weights
+    return rank, world, parallel
 
-    # 2. Data: the same packed blocks everywhere, a different shard per rank.
+
+def _shard(args, rank: int, world: int):
+    """The same packed blocks everywhere, a different shard per rank."""
     blocks = np.load(args.data) if args.data else prepare_blocks(args.block_size, args.max_docs)
     if blocks.shape[1] != args.block_size + 1:
         raise SystemExit(f"--data has rows of {blocks.shape[1]} tokens but --block-size "
                          f"{args.block_size} needs {args.block_size + 1}; prepare it again.")
-    dataset = sharded_dataset(blocks, args.batch_size, rank, world, args.seed)
+    return sharded_dataset(blocks, args.batch_size, rank, world, args.seed)
 
-    # 3. Model, schedule, train step.
-    from ..baichuan import BaichuanForCausalLM
-    from ..training import warmup_cosine_lr
-    model = BaichuanForCausalLM(model_config(args))
-    warmup = args.steps // 10 if args.warmup is None else args.warmup
-    step_fn = build_train_step(model, warmup_cosine_lr(args.lr, args.steps, warmup),
-                               args.clip, parallel)
-    start_weights = weights_of(model)
-    first = next(dataset.create_tuple_iterator(num_epochs=1))
-    emit(kind="start", rank=rank, world=world, parallel=parallel,
-         shard_batches=dataset.get_dataset_size(), first_batch_sum=int(first[0].asnumpy().sum()),
-         init_fingerprint=round(fingerprint(start_weights), 3),
-         parameters=int(sum(w.size for w in start_weights.values())),
-         init_seconds=round(t_init - t_start, 2), ready_seconds=round(time.perf_counter() - t_start, 2))
 
-    # 4. Train. Only rank 0 talks.
+def _train(args, step_fn, dataset, rank: int):
+    """``args.steps`` optimizer steps over the shard (epoch after epoch); only rank 0 logs.
+    Returns ``(steps, last loss, seconds)``."""
     t0 = time.perf_counter()
     step, loss = 0, float("nan")
     while step < args.steps:
@@ -273,18 +258,46 @@ def main(argv=None) -> None:
                      grad_norm=round(float(norm.asnumpy()), 4))
             if step == args.steps:
                 break
-    seconds = time.perf_counter() - t0
+    return step, loss, time.perf_counter() - t0
 
-    # 5. Results: per-rank weights (the proof), rank-0 checkpoint.
-    final = weights_of(model)
-    weights_file = None
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        weights_file = str(out / f"weights_rank{rank}.npz")
-        np.savez(weights_file, **final)
-        if rank == 0:
-            ms.save_checkpoint(model, str(out / "model.ckpt"))
+
+def _save(args, model, final: dict, rank: int) -> str | None:
+    """Per-rank weights (the proof that the ranks agree) and rank 0's checkpoint."""
+    import mindspore as ms
+    if not args.out:
+        return None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    weights_file = str(out / f"weights_rank{rank}.npz")
+    np.savez(weights_file, **final)
+    if rank == 0:
+        ms.save_checkpoint(model, str(out / "model.ckpt"))
+    return weights_file
+
+
+def main(argv=None) -> None:
+    t_start = time.perf_counter()
+    args = parse_args(argv)
+    rank, world, parallel = _join_cluster(args)
+    t_init = time.perf_counter()
+    dataset = _shard(args, rank, world)
+
+    from ..baichuan import BaichuanForCausalLM
+    model = BaichuanForCausalLM(model_config(args))
+    warmup = args.steps // 10 if args.warmup is None else args.warmup
+    step_fn = build_train_step(model, warmup_cosine_lr(args.lr, args.steps, warmup),
+                               args.clip, parallel)
+    start_weights = state_dict(model)
+    first = next(dataset.create_tuple_iterator(num_epochs=1))
+    emit(kind="start", rank=rank, world=world, parallel=parallel,
+         shard_batches=dataset.get_dataset_size(), first_batch_sum=int(first[0].asnumpy().sum()),
+         init_fingerprint=round(fingerprint(start_weights), 3),
+         parameters=int(sum(w.size for w in start_weights.values())),
+         init_seconds=round(t_init - t_start, 2), ready_seconds=round(time.perf_counter() - t_start, 2))
+
+    step, loss, seconds = _train(args, step_fn, dataset, rank)
+    final = state_dict(model)
+    weights_file = _save(args, model, final, rank)
     emit(kind="end", rank=rank, steps=step, last_loss=round(loss, 4), train_seconds=round(seconds, 2),
          steps_per_second=round(step / seconds, 3), fingerprint=round(fingerprint(final), 3),
          weights_file=weights_file)

@@ -36,6 +36,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..pipelines import IGNORE_INDEX
+from ..runtime import execution_mode
 
 STRATEGIES = ("static", "bucketed", "dynamic", "auto")
 AUTO_DYNAMIC_ENV = "MS_AUTO_DYNAMIC_SHAPE_ENABLE"
@@ -105,18 +106,6 @@ def count_compiles_from_ir(run: Callable[[], object], directory) -> int:
         finally:
             ms.set_context(save_graphs=0)
     return len(list(run_dir.rglob("*bootstrap*.ir")))
-
-
-@contextmanager
-def graph_mode():
-    """GRAPH mode inside the block, previous mode restored afterwards."""
-    import mindspore as ms
-    previous = ms.get_context("mode")
-    ms.set_context(mode=ms.GRAPH_MODE)
-    try:
-        yield
-    finally:
-        ms.set_context(mode=previous)
 
 
 @contextmanager
@@ -251,7 +240,7 @@ def run_stream(make_cell: Callable[[], object], batches, strategy: str,
     if strategy == "bucketed" and not buckets:
         raise ValueError("strategy 'bucketed' needs bucket lengths, e.g. buckets=(16, 32, 64).")
     result = StreamResult(strategy)
-    with graph_mode(), _env(AUTO_DYNAMIC_ENV, "1" if strategy == "auto" else None):
+    with execution_mode("graph"), _env(AUTO_DYNAMIC_ENV, "1" if strategy == "auto" else None):
         cell = make_cell()
         if strategy == "dynamic":
             cell.set_inputs(*[Tensor(shape=[None, None], dtype=ms.int32) for _ in batches[0]])

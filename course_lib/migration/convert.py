@@ -271,7 +271,7 @@ def load_mindspore_checkpoint(model, path) -> dict:
     return {"loaded": len(kept), "skipped": skipped}
 
 
-def max_abs_diff(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> float:
+def max_state_diff(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> float:
     """Largest |a - b| over tensors with the same names (names must match exactly)."""
     if set(a) != set(b):
         raise CheckpointError(f"different tensor names: only in first {sorted(set(a) - set(b))[:3]}, "

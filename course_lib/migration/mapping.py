@@ -22,6 +22,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..runtime import execution_mode
+
 
 # --------------------------------------------------------------------------------------
 # Result types
@@ -526,14 +528,9 @@ def run_checks(names=None) -> list[MappingRow]:
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         raise KeyError(f"Unknown mapping check(s) {unknown}; available: {list(CHECKS)}")
-    ms = _ms()
     real_torch()
-    old_mode = ms.get_context("mode")
-    ms.set_context(mode=ms.PYNATIVE_MODE)
-    try:
+    with execution_mode("pynative"):
         return [CHECKS[n]() for n in names]
-    finally:
-        ms.set_context(mode=old_mode)
 
 
 def as_markdown(rows) -> str:

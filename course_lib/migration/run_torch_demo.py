@@ -1,6 +1,6 @@
 """Run the PyTorch demo (``torch_demo``) in its own process and measure what happens.
 
-    python -m course_lib.migration.run_torch_demo --backend mindtorch --steps 20
+    python -m course_lib.migration.run_torch_demo --backend mindtorch --inputs inputs.npz
 
 Backends:
 * ``torch``     — the real PyTorch (the reference);
@@ -13,25 +13,22 @@ Why a separate process: mindtorch patches ~390 ``mindspore.Tensor`` methods proc
 after which ordinary MindSpore code (and the real torch) can no longer be used there.
 
 The parent writes the shared inputs once (``prepare_inputs``: initial weights + batches,
-so no child re-reads the corpus); the child prints one line ``RESULT {json}``, which
-``run_demo`` parses. ``measure_torch_api("torch", ...)`` and ``measure_mindspore`` may also
+so no child re-reads the corpus); ``run_demo`` runs ``measure`` in a fresh process
+(``runtime.run_isolated``) and gets its result back. ``measure_torch_api("torch", ...)`` and ``measure_mindspore`` may also
 run in the parent (a notebook kernel that never imports mindnlp).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
 
+from ..runtime import run_isolated
 from .demo_data import DemoConfig, initial_weights, training_batches
 
 BACKENDS = ("torch", "mindtorch", "mindspore")
-RESULT_PREFIX = "RESULT "
 
 
 def _error(exc: BaseException) -> str:
@@ -71,6 +68,59 @@ def load_inputs(path):
 # --------------------------------------------------------------------------------------
 # Child side: PyTorch-API backends (real torch or mindtorch)
 # --------------------------------------------------------------------------------------
+def _snapshot(model) -> dict:
+    return {k: np.array(v.detach().numpy(), copy=True) for k, v in model.state_dict().items()}
+
+
+def _changed(model, before: dict) -> float:
+    return float(max(np.abs(v.detach().numpy() - before[k]).max()
+                     for k, v in model.state_dict().items()))
+
+
+def _attempt(run):
+    """``(result, None)`` or ``(None, "Type: message [at line]")``: the error is the measurement."""
+    try:
+        return run(), None
+    except Exception as exc:  # noqa: BLE001
+        return None, _error(exc)
+
+
+def _probe_unchanged_loops(fresh, batches, lr) -> dict:
+    """The textbook loop (zero_grad / backward / AdamW.step) and the hand-written SGD loop
+    with backward(), both unchanged."""
+    from . import torch_demo
+    model = fresh()
+    before = _snapshot(model)
+    losses, error = _attempt(lambda: torch_demo.train_textbook(model, batches[:3]))
+    out = {"textbook_losses": losses, "textbook_error": error,
+           "textbook_weights_changed": _changed(model, before)}
+    model = fresh()
+    out["sgd_losses"], out["sgd_error"] = _attempt(
+        lambda: torch_demo.train_sgd(model, batches[:2], lr))
+    return out
+
+
+def _probe_optimizer_steps(backend: str, torch, fresh, batch) -> dict:
+    """``Optimizer.step()`` of AdamW and SGD when gradients ARE present."""
+    from . import torch_demo
+    out = {}
+    for name in ("AdamW", "SGD"):
+        model = fresh()
+        params = list(model.parameters())
+        if backend == "mindtorch":
+            torch.autograd.value_and_grad(lambda i, l: torch_demo.lm_loss(model, i, l), params)(*batch)
+        else:
+            torch_demo.lm_loss(model, *batch).backward()
+        before = _snapshot(model)
+        opt = getattr(torch.optim, name)(params, lr=1e-3)
+        try:                      # here, not in _attempt: the error names this line
+            opt.step()
+            out[f"{name}_step"] = f"ok (max weight change {_changed(model, before):.1e})"
+        except Exception as exc:  # noqa: BLE001
+            out[f"{name}_step"] = _error(exc)
+    return out
+
+
 def measure_torch_api(backend: str, cfg: DemoConfig, weights: dict, batches_np: list,
                       lr: float) -> dict:
     """Probe and train ``torch_demo`` on real PyTorch or (backend="mindtorch") on mindtorch.
@@ -90,66 +140,23 @@ def measure_torch_api(backend: str, cfg: DemoConfig, weights: dict, batches_np: 
         model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()}, strict=True)
         return model
 
-    def snapshot(model):
-        return {k: np.array(v.detach().numpy(), copy=True) for k, v in model.state_dict().items()}
-
-    def changed(model, before):
-        return float(max(np.abs(v.detach().numpy() - before[k]).max()
-                         for k, v in model.state_dict().items()))
-
     out = {"backend": backend, "torch_file": torch.__file__, "torch_version": torch.__version__}
     model = fresh()
     with torch.no_grad():
         logits = model(batches[0][0])
     out["first_logits"] = [float(v) for v in logits[0, -1].numpy()]
-
     # 1. Does loss.backward() fill .grad?
-    loss = torch_demo.lm_loss(model, *batches[0])
-    loss.backward()
+    torch_demo.lm_loss(model, *batches[0]).backward()
     params = list(model.parameters())
     out["backward_grads"] = sum(p.grad is not None for p in params)
     out["num_params"] = len(params)
-
-    # 2. The textbook loop (zero_grad / backward / AdamW.step), unchanged.
-    model = fresh()
-    before = snapshot(model)
-    try:
-        out["textbook_losses"] = torch_demo.train_textbook(model, batches[:3])
-        out["textbook_error"] = None
-    except Exception as exc:  # noqa: BLE001 - the measurement is the error itself
-        out["textbook_losses"], out["textbook_error"] = None, _error(exc)
-    out["textbook_weights_changed"] = changed(model, before)
-
-    # 3. Hand-written SGD with backward(), unchanged.
-    model = fresh()
-    try:
-        out["sgd_losses"] = torch_demo.train_sgd(model, batches[:2], lr)
-        out["sgd_error"] = None
-    except Exception as exc:  # noqa: BLE001
-        out["sgd_losses"], out["sgd_error"] = None, _error(exc)
-
-    # 4. Optimizer.step() when gradients ARE present.
-    for name in ("AdamW", "SGD"):
-        model = fresh()
-        params = list(model.parameters())
-        if backend == "mindtorch":
-            torch.autograd.value_and_grad(lambda i, l: torch_demo.lm_loss(model, i, l), params)(*batches[0])
-        else:
-            torch_demo.lm_loss(model, *batches[0]).backward()
-        before = snapshot(model)
-        opt = getattr(torch.optim, name)(params, lr=1e-3)
-        try:
-            opt.step()
-            out[f"{name}_step"] = f"ok (max weight change {changed(model, before):.1e})"
-        except Exception as exc:  # noqa: BLE001
-            out[f"{name}_step"] = _error(exc)
-
+    out.update(_probe_unchanged_loops(fresh, batches, lr))                     # 2. and 3.
+    out.update(_probe_optimizer_steps(backend, torch, fresh, batches[0]))      # 4.
     # 5. The run that trains: the workaround on mindtorch, plain backward() on PyTorch.
-    model = fresh()
     train = torch_demo.train_workaround if backend == "mindtorch" else torch_demo.train_sgd
     out["train_loop"] = train.__name__
     start = time.perf_counter()
-    out["train_losses"] = train(model, batches, lr)
+    out["train_losses"] = train(fresh(), batches, lr)
     out["train_seconds"] = time.perf_counter() - start
     return out
 
@@ -207,20 +214,13 @@ def compare(results: dict, reference: str = "torch") -> dict:
 
 
 def run_demo(backend: str, inputs_path, lr: float = 0.3, timeout: float = 900) -> dict:
-    """Measure ``backend`` in a fresh ``python -m course_lib.migration.run_torch_demo``
-    process (inputs from ``prepare_inputs``); raises with the child's stderr if it fails."""
+    """Measure ``backend`` in a fresh process (``runtime.run_isolated``; inputs from
+    ``prepare_inputs``); raises with the child's stderr if it fails."""
     if backend not in BACKENDS:
         raise ValueError(f"Unknown backend {backend!r}; choose one of {BACKENDS}.")
-    env = dict(os.environ, GLOG_v="3", HF_HUB_OFFLINE="1", DIFFUSERS_VERBOSITY="error",
-               PYTHONWARNINGS="ignore")
-    cmd = [sys.executable, "-m", "course_lib.migration.run_torch_demo", "--backend", backend,
-           "--inputs", str(inputs_path), "--lr", str(lr)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    raise RuntimeError(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n"
-                       f"{proc.stderr[-3000:]}\n{proc.stdout[-1000:]}")
+    env = {"HF_HUB_OFFLINE": "1", "DIFFUSERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore"}
+    return run_isolated(measure, backend=backend, inputs_path=str(inputs_path), lr=float(lr),
+                        timeout=timeout, env=env)
 
 
 def main(argv=None):
@@ -230,7 +230,7 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=0.3)
     args = ap.parse_args(argv)
     result = measure(args.backend, args.inputs, args.lr)
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    print(json.dumps(result, indent=1), flush=True)
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ def run_mode(mode: str, make_model: Callable[[], object], batches: Sequence, lr:
     """Train ``make_model()`` on ``batches`` [(inputs, labels) int32 arrays] with AdamW,
     executing the step in ``mode``; record loss, wall time and compilations per step."""
     from mindspore import Tensor
-    from ..training import AdamW, LossCell, TrainStep, execution_mode
+    from ..runtime import execution_mode
+    from ..training import AdamW, LossCell, TrainStep
     if mode not in MODES:
         raise ValueError(f"Unknown mode {mode!r}; choose one of {MODES}.")
     result = ModeResult(mode)

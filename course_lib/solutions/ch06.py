@@ -137,9 +137,9 @@ class DecoderLayer(nn.Cell):
     def __init__(self, config):
         super().__init__()
         c = config
-        self.self_attn = layers.Attention(c.hidden_size, c.num_heads, c.fused_qkv, c.qkv_bias,
-                                          c.o_bias, c.init_std)
-        self.mlp = layers.SwiGLU(c.hidden_size, c.intermediate_size, False, c.init_std)
+        self.self_attn = layers.Attention(c.hidden_size, c.num_heads, fused_qkv=c.fused_qkv,
+                                          qkv_bias=c.qkv_bias, o_bias=c.o_bias, std=c.init_std)
+        self.mlp = layers.SwiGLU(c.hidden_size, c.intermediate_size, bias=False, std=c.init_std)
         self.input_layernorm = layers.RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = layers.RMSNorm(c.hidden_size, c.rms_norm_eps)
 
