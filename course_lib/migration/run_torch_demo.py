@@ -9,7 +9,8 @@ Backends:
                   torch API over MindSpore;
 * ``mindspore`` — the hand translation in ``native_demo``.
 
-Why a separate process: mindtorch patches ~390 ``mindspore.Tensor`` methods process-wide,
+Why a separate process: mindtorch patches hundreds of ``mindspore.Tensor`` methods process-wide
+(chapter 11 counts 287 replaced and 134 added),
 after which ordinary MindSpore code (and the real torch) can no longer be used there.
 
 The parent writes the shared inputs once (``prepare_inputs``: initial weights + batches,
