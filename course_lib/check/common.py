@@ -122,8 +122,13 @@ def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
     so a notebook that set GRAPH mode does not compile the scaffold, and errors point at the
     learner's line. A checker that needs GRAPH mode switches to it explicitly."""
     try:
+        _flush_pending_errors()
+    except Exception:                                   # noqa: BLE001 - not this check's error
+        pass
+    try:
         with _eager():
             body()
+            _flush_pending_errors()
     except NotImplementedError:
         print(f"[{name}] ⏳ 还没有实现：把脚手架里的 raise NotImplementedError 换成你的代码。提示：{hint}")
         return False
@@ -137,14 +142,16 @@ def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
 
 
 def _eager():
-    """PyNative for the learner's code, with synchronous dispatch on the CPU: with MindSpore's
-    default asynchronous dispatch a failing operator may report its error at a later call —
-    inside the next check — and the learner's corrected code would be blamed for it."""
-    import mindspore as ms
     from ..runtime import execution_mode
-    if ms.get_context("device_target") == "CPU":
-        ms.runtime.launch_blocking()      # idempotent; on CPU also faster for small PyNative ops
     return execution_mode("pynative")
+
+
+def _flush_pending_errors() -> None:
+    """Raise now any error MindSpore's asynchronous PyNative dispatch still holds: a failing
+    operator whose result was never read reports only at a later synchronisation, which
+    would otherwise land inside the *next* check and blame the learner's corrected code."""
+    from mindspore.common.api import _pynative_executor
+    _pynative_executor.sync()
 
 
 def compare(got, want, what: str, *, atol: float = 1e-5, rtol: float = 1e-4, bug: str = "") -> None:
