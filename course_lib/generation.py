@@ -30,9 +30,9 @@ from typing import Sequence
 
 import numpy as np
 import mindspore as ms
-from mindspore import Tensor, nn
+from mindspore import Tensor, nn, ops
 
-from .layers import KVCache, attention_bias, positions_from_mask
+from .layers import MASK_VALUE, KVCache, attention_bias, positions_from_mask
 from .training import execution_mode
 
 from .validate import check_generate_args
@@ -139,11 +139,17 @@ class DecodeState:
                 self.cache.drop_left(first_real)
         return self
 
-    def reserve(self, slots: int) -> "DecodeState":
-        """Fix the cache at ``slots`` positions: later ``decode_step``s run the compiled step."""
+    def reserve(self, model, slots: int) -> "DecodeState":
+        """Move the cache into the model's compiled engine for ``slots`` positions: later
+        ``decode_step``s run the compiled step (``DecodeEngine``)."""
         if self.cache is None:
             raise ValueError("Only a KV-cache state can be compiled: prefill with use_cache=True.")
+        engine = decode_engine(model, self.batch_size, slots)
         self.cache.reserve(slots)
+        for buffers, grown in ((engine.keys, self.cache.keys), (engine.values, self.cache.values)):
+            for buffer, tensor in zip(buffers, grown):
+                buffer.set_data(tensor)
+        self.cache = _engine_cache(engine)
         self.compiled = True
         return self
 
@@ -238,7 +244,44 @@ class StaticDecodeStep(nn.Cell):
         return logits, new_keys, new_values
 
 
-_STEP_CELLS = weakref.WeakKeyDictionary()     # model -> its StaticDecodeStep (compiled graphs)
+class DecodeEngine(nn.Cell):
+    """``StaticDecodeStep`` with its KV cache inside: one (B, H, S, d) ``Parameter`` per
+    layer for keys and for values, updated in place, so a call takes only the small
+    per-step inputs (token, bias, cos, sin, slot). Returns the greedy choice (B, 1) int32
+    — it stays on the device and can be the next call's ``token`` — and the logits (B, V)
+    for sampling. GRAPH mode compiles it once per engine (batch size x slots)."""
+
+    def __init__(self, lm, batch: int, slots: int):
+        super().__init__(auto_prefix=False)
+        c = lm.config
+        self.step = StaticDecodeStep(lm)
+        shape = (batch, c.num_heads, slots, c.head_dim)
+        zeros = lambda: Tensor(np.zeros(shape, np.float32))       # noqa: E731
+        self.keys = ms.ParameterTuple(ms.Parameter(zeros(), f"cache_k{i}", requires_grad=False)
+                                      for i in range(c.num_layers))
+        self.values = ms.ParameterTuple(ms.Parameter(zeros(), f"cache_v{i}", requires_grad=False)
+                                        for i in range(c.num_layers))
+
+    def construct(self, token, bias, cos, sin, slot):
+        logits, keys, values = self.step(token, bias, cos, sin, slot, self.keys, self.values)
+        for i in range(len(keys)):
+            ops.assign(self.keys[i], keys[i])
+            ops.assign(self.values[i], values[i])
+        return ops.argmax(logits, -1).astype(ms.int32).reshape(-1, 1), logits
+
+
+_ENGINES = weakref.WeakKeyDictionary()      # model -> {(batch, slots): DecodeEngine}
+_ENGINES_PER_MODEL = 4                      # compiled engines kept per model (LRU)
+
+
+def decode_engine(model, batch: int, slots: int) -> DecodeEngine:
+    """The model's engine for ``batch`` rows and ``slots`` cache slots (compiled on first use)."""
+    engines = _ENGINES.setdefault(model, {})
+    engine = engines.pop((batch, slots), None) or DecodeEngine(model, batch, slots)
+    engines[(batch, slots)] = engine                     # most recently used last
+    while len(engines) > _ENGINES_PER_MODEL:
+        engines.pop(next(iter(engines)))
+    return engine
 
 
 def cache_bucket(length: int, limit: int) -> int:
@@ -247,43 +290,101 @@ def cache_bucket(length: int, limit: int) -> int:
     return min(limit, max(64, 1 << (int(length) - 1).bit_length()))
 
 
+class StepInputs:
+    """The host-side inputs of every decode step of one batch, built with the model's own
+    ``attention_bias`` and rotary embedding, ``block`` steps at a time (NumPy, one call per
+    block): query slot j attends to the real tokens in slots <= j."""
+
+    def __init__(self, model, mask: np.ndarray, slots: int, block: int = 32):
+        self.body, self.mask, self.slots, self.block = model.model, mask, slots, block
+        self.start = None
+
+    def _build(self, start: int):
+        stop = min(start + self.block, self.mask.shape[1])
+        part = attention_bias(stop - start, stop, self.mask[:, :stop], self.body.slopes).asnumpy()
+        self.bias = np.full(part.shape[:3] + (self.slots,), MASK_VALUE, np.float32)
+        self.bias[..., :stop] = part                          # empty slots masked
+        if self.body.slopes is None:
+            positions = positions_from_mask(self.mask)[:, start:stop]
+            self.cos, self.sin = (t.asnumpy() for t in self.body.rotary(positions))
+        self.start = start
+
+    def __call__(self, j: int):
+        """(bias, cos, sin, slot) Tensors of the step whose token goes into slot ``j``."""
+        if self.start is None or not self.start <= j < self.start + self.block:
+            self._build(j)
+        i = j - self.start
+        cos = sin = None
+        if self.body.slopes is None:
+            cos, sin = Tensor(self.cos[:, :, i:i + 1]), Tensor(self.sin[:, :, i:i + 1])
+        slot = Tensor((np.arange(self.slots) == j)[None, None, :, None])
+        return Tensor(self.bias[:, :, i:i + 1]), cos, sin, slot
+
+
 def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0) -> DecodeState:
-    """``prefill`` with the compiled step: the left-padded prompt columns go in one at a
+    """``prefill`` with the compiled engine: the left-padded prompt columns go in one at a
     time (a pad's key is masked for everyone), into a cache of ``slots`` fixed slots. One
     compiled graph serves the prompt and the generated tokens."""
     ids, mask = left_pad(prompts_ids, pad_id)
-    c = model.config
-    cache = KVCache.zeros(c.num_layers, len(ids), c.num_heads, slots, c.head_dim)
-    state = DecodeState(ids[:, :0], mask[:, :0], None, cache, list(range(len(ids))), compiled=True)
-    for j in range(ids.shape[1]):
-        state.input_ids, state.attention_mask = ids[:, :j + 1], mask[:, :j + 1]
-        state.logits = _compiled_step(model, state, ids[:, j:j + 1])
-    return state
+    if ids.shape[1] > slots:
+        raise ValueError(f"A prompt of {ids.shape[1]} tokens does not fit in {slots} slots.")
+    engine = decode_engine(model, len(ids), slots)
+    inputs = StepInputs(model, mask, slots)
+    with execution_mode("graph"):
+        for j in range(ids.shape[1]):
+            _, logits = engine(Tensor(ids[:, j:j + 1]), *inputs(j))
+    return DecodeState(ids, mask, logits.asnumpy(), _engine_cache(engine),
+                       list(range(len(ids))), compiled=True)
 
 
-def _compiled_step(model, state: DecodeState, tokens: np.ndarray, mode: str = "graph") -> np.ndarray:
-    """The last column of ``state.input_ids`` (``tokens``) through ``StaticDecodeStep``."""
+def _engine_cache(engine: DecodeEngine) -> KVCache:
+    """A ``KVCache`` view of the engine's buffers (what ``DecodeState.cache`` holds)."""
+    cache = KVCache(len(engine.keys))
+    cache.keys, cache.values = list(engine.keys), list(engine.values)
+    cache.engine = engine
+    return cache
+
+
+def _compiled_step(model, state: DecodeState, tokens, mode: str = "graph") -> np.ndarray:
+    """The last column of ``state.input_ids`` (``tokens``) through the state's engine."""
     width, slots = state.attention_mask.shape[1], state.cache.seq_len
     if width > slots:
         raise ValueError(f"The reserved cache ({slots} slots) is full; reserve more slots.")
     mask = np.zeros((len(tokens), slots), np.int32)
     mask[:, :width] = state.attention_mask
-    body = model.model
-    bias = attention_bias(1, slots, mask, body.slopes)     # the new token against every slot
-    cos = sin = None
-    if body.slopes is None:
-        cos, sin = body.rotary(positions_from_mask(mask)[:, width - 1:width])
-    slot = Tensor((np.arange(slots) == width - 1)[None, None, :, None])
-    step = _STEP_CELLS.get(model)
-    if step is None:
-        step = _STEP_CELLS[model] = StaticDecodeStep(model)
+    inputs = StepInputs(model, mask[:, :width], slots, block=1)(width - 1)
     with execution_mode(mode):
-        # mutable: a tuple of Tensors is otherwise a compile-time CONSTANT in GRAPH mode
-        logits, keys, values = step(Tensor(tokens), bias, cos, sin, slot,
-                                    ms.mutable(tuple(state.cache.keys)),
-                                    ms.mutable(tuple(state.cache.values)))
-    state.cache.keys, state.cache.values = list(keys), list(values)
+        _, logits = state.cache.engine(Tensor(np.asarray(tokens, np.int32)), *inputs)
     return logits.asnumpy()
+
+
+def greedy_decode(model, state: DecodeState, first, steps: int, eos=frozenset()) -> np.ndarray:
+    """``steps`` greedy tokens per row after ``first`` (B,) with the compiled engine, the
+    choice made on the device (argmax) and fed straight into the next step: the host only
+    builds the step inputs and reads the chosen ids (to stop when every row has hit EOS).
+    Returns (B, <= steps + 1) ids: ``first`` and the new ones."""
+    engine, width = state.cache.engine, state.attention_mask.shape[1]
+    total = width + steps
+    if total > state.cache.seq_len:
+        raise ValueError(f"The reserved cache ({state.cache.seq_len} slots) is too short for "
+                         f"{steps} more tokens; reserve more slots.")
+    mask = np.ones((state.batch_size, total), np.int32)
+    mask[:, :width] = state.attention_mask
+    inputs = StepInputs(model, mask, state.cache.seq_len)
+    chosen = [np.asarray(first, np.int32).reshape(-1, 1)]
+    done = np.isin(chosen[0][:, 0], list(eos))
+    token = Tensor(chosen[0])
+    with execution_mode("graph"):
+        for j in range(width, total):
+            token, _ = engine(token, *inputs(j))
+            chosen.append(token.asnumpy())
+            done |= np.isin(chosen[-1][:, 0], list(eos))
+            if done.all():
+                break
+    ids = np.concatenate(chosen, 1)
+    state.input_ids = np.concatenate([state.input_ids, ids[:, :-1]], 1)
+    state.attention_mask = mask[:, :state.input_ids.shape[1]]
+    return ids
 
 
 # --------------------------------------------------------------------------------------
@@ -324,17 +425,33 @@ def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float
     if max_new_tokens == 0:
         return outputs
 
-    if use_cache:                   # fixed shapes: the compiled step, prompt and new tokens
+    if use_cache:                   # fixed shapes: the compiled engine, prompt and new tokens
         state = compiled_prefill(model, prompts_ids, cache_bucket(longest + max_new_tokens, limit),
                                  pad_id)
     else:
         state = prefill(model, prompts_ids, pad_id, use_cache=False)
+    if use_cache and not do_sample and repetition_penalty == 1.0:     # greedy on the device
+        ids = greedy_decode(model, state, np.argmax(state.logits, -1), max_new_tokens - 1, eos)
+        return [_cut_after_eos(row, eos) for row in ids.tolist()]
+    return _host_loop(model, state, prompts_ids, outputs, max_new_tokens, eos,
+                      dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
+                           repetition_penalty=repetition_penalty), seed)
+
+
+def _cut_after_eos(row: list, eos) -> list:
+    for i, tok in enumerate(row):
+        if tok in eos:
+            return row[:i + 1]
+    return row
+
+
+def _host_loop(model, state, prompts_ids, outputs, max_new_tokens, eos, sampling, seed):
+    """Sampling (or a repetition penalty, or no cache): every step's logits come to the
+    host, ``choose_tokens`` picks the ids (per-row NumPy generators)."""
     seen = np.zeros((len(prompts_ids), state.logits.shape[-1]), bool)   # repetition penalty
     for i, p in enumerate(prompts_ids):
         seen[i, p] = True
     rngs = [np.random.default_rng(seed + i) for i in range(len(prompts_ids))]
-    sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
-                    repetition_penalty=repetition_penalty)
     done = [False] * len(prompts_ids)
     for step in range(max_new_tokens):
         rows = state.rows

@@ -273,7 +273,7 @@ def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "gra
     if width + max_new_tokens > model.config.max_seq_len:
         raise ValueError(f"prompt ({width}) + max_new_tokens ({max_new_tokens}) exceeds "
                          f"max_seq_len={model.config.max_seq_len}.")
-    state.reserve(width + max_new_tokens)
+    state.reserve(model, width + max_new_tokens)
     outputs = [[] for _ in range(state.batch_size)]
     done = [False] * state.batch_size
     compile_s, times = 0.0, []
