@@ -219,54 +219,41 @@ def decode_step(model, state: DecodeState, next_tokens, mode: str = "graph") -> 
     return state
 
 
-class StaticDecodeStep(nn.Cell):
-    """One token per row against cache buffers of a fixed length S: the same
-    ``DecoderLayer``s (``DecoderLayer.step``), the new key/value written into ``slot``.
-
-    Inputs: ``token`` (B, 1) int32; ``bias`` (B, H|1, 1, S) — ``attention_bias`` of the
-    token against every slot (empty slots and pads masked); ``cos``/``sin`` (B, 1, 1, d) or
-    None (ALiBi); ``slot`` (1, 1, S, 1) bool; ``keys``/``values``: one (B, H, S, d) tensor
-    per layer. Returns the next-token logits (B, V) and the updated buffers. Same shapes at
-    every step -> GRAPH mode compiles it once."""
-
-    def __init__(self, lm):
-        super().__init__(auto_prefix=False)
-        self.lm = lm
-
-    def construct(self, token, bias, cos, sin, slot, keys, values):
-        body = self.lm.model
-        h = body.embed_tokens(token)                                       # (B, 1, hidden)
-        new_keys, new_values = (), ()
-        for i, layer in enumerate(body.layers):
-            h, k, v = layer.step(h, bias, cos, sin, keys[i], values[i], slot)
-            new_keys, new_values = new_keys + (k,), new_values + (v,)
-        logits = self.lm.lm_head(body.norm(h))[:, -1].astype(ms.float32)
-        return logits, new_keys, new_values
-
-
 class DecodeEngine(nn.Cell):
-    """``StaticDecodeStep`` with its KV cache inside: one (B, H, S, d) ``Parameter`` per
-    layer for keys and for values, updated in place, so a call takes only the small
-    per-step inputs (token, bias, cos, sin, slot). Returns the greedy choice (B, 1) int32
-    — it stays on the device and can be the next call's ``token`` — and the logits (B, V)
-    for sampling. GRAPH mode compiles it once per engine (batch size x slots)."""
+    """The compiled decode step: one new token per row through the model's own layers
+    (``Attention.heads`` / ``Attention.attend``, the MLP and norms of every
+    ``DecoderLayer``), against a KV cache of ``slots`` fixed slots that lives inside the
+    engine — one (B, H, slots, d) ``Parameter`` per layer for keys and for values.
+
+    Inputs: ``token`` (B, 1) int32; ``bias`` (B, H|1, 1, slots) — ``attention_bias`` of the
+    token against every slot (empty slots and pads masked); ``cos``/``sin`` (B, 1, 1, d) or
+    None (ALiBi); ``where`` (B, H, 3) int32: the [row, head, slot] index of the new
+    key/value. ``ops.scatter_nd_update`` writes them IN PLACE (B·H·d numbers, not a copy of
+    the cache). Returns the greedy choice (B, 1) int32 — it can stay on the device as the
+    next call's ``token`` — and the logits (B, V) for sampling. Same shapes at every step:
+    GRAPH mode compiles it once per engine (batch size x slots)."""
 
     def __init__(self, lm, batch: int, slots: int):
         super().__init__(auto_prefix=False)
         c = lm.config
-        self.step = StaticDecodeStep(lm)
+        self.lm, self.slots = lm, slots
         shape = (batch, c.num_heads, slots, c.head_dim)
-        zeros = lambda: Tensor(np.zeros(shape, np.float32))       # noqa: E731
-        self.keys = ms.ParameterTuple(ms.Parameter(zeros(), f"cache_k{i}", requires_grad=False)
-                                      for i in range(c.num_layers))
-        self.values = ms.ParameterTuple(ms.Parameter(zeros(), f"cache_v{i}", requires_grad=False)
-                                        for i in range(c.num_layers))
+        buffers = lambda kind: ms.ParameterTuple(                                  # noqa: E731
+            ms.Parameter(Tensor(np.zeros(shape, np.float32)), f"cache_{kind}{i}", requires_grad=False)
+            for i in range(c.num_layers))
+        self.keys, self.values = buffers("k"), buffers("v")
 
-    def construct(self, token, bias, cos, sin, slot):
-        logits, keys, values = self.step(token, bias, cos, sin, slot, self.keys, self.values)
-        for i in range(len(keys)):
-            ops.assign(self.keys[i], keys[i])
-            ops.assign(self.values[i], values[i])
+    def construct(self, token, bias, cos, sin, where):
+        body = self.lm.model
+        h = body.embed_tokens(token)                                       # (B, 1, hidden)
+        for i, layer in enumerate(body.layers):
+            attn = layer.self_attn
+            q, k, v = attn.heads(layer.input_layernorm(h), cos, sin)       # (B, H, 1, d)
+            keys = ops.scatter_nd_update(self.keys[i], where, k[:, :, 0])
+            values = ops.scatter_nd_update(self.values[i], where, v[:, :, 0])
+            h = h + attn.attend(q, keys, values, bias)
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        logits = self.lm.lm_head(body.norm(h))[:, -1].astype(ms.float32)
         return ops.argmax(logits, -1).astype(ms.int32).reshape(-1, 1), logits
 
 
@@ -310,15 +297,20 @@ class StepInputs:
         self.start = start
 
     def __call__(self, j: int):
-        """(bias, cos, sin, slot) Tensors of the step whose token goes into slot ``j``."""
+        """(bias, cos, sin, where) Tensors of the step whose token goes into slot ``j``."""
         if self.start is None or not self.start <= j < self.start + self.block:
             self._build(j)
         i = j - self.start
         cos = sin = None
         if self.body.slopes is None:
             cos, sin = Tensor(self.cos[:, :, i:i + 1]), Tensor(self.sin[:, :, i:i + 1])
-        slot = Tensor((np.arange(self.slots) == j)[None, None, :, None])
-        return Tensor(self.bias[:, :, i:i + 1]), cos, sin, slot
+        return Tensor(self.bias[:, :, i:i + 1]), cos, sin, Tensor(self.where(j))
+
+    def where(self, j: int) -> np.ndarray:
+        """(B, H, 3) [row, head, slot j] indices: where the step's keys/values go."""
+        b, h = self.mask.shape[0], self.body.config.num_heads
+        rows, heads = np.meshgrid(np.arange(b), np.arange(h), indexing="ij")
+        return np.stack([rows, heads, np.full_like(rows, j)], -1).astype(np.int32)
 
 
 def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0) -> DecodeState:
@@ -403,6 +395,13 @@ def _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalt
         raise ValueError(f"repetition_penalty must be > 0 (1 = off), got {repetition_penalty}")
 
 
+def eos_set(eos_id) -> set:
+    """``eos_id`` (None, an int or a list of ids) as a set of ints."""
+    if eos_id is None:
+        return set()
+    return {int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id))
+
+
 def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float = 1.0,
              top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0,
              eos_id=None, pad_id: int = 0, do_sample: bool = False, seed: int = 0,
@@ -414,7 +413,7 @@ def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float
     of the other rows."""
     check_generate_args(model, prompts_ids, temperature=temperature, do_sample=do_sample)
     _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
-    eos = set() if eos_id is None else ({int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id)))
+    eos = eos_set(eos_id)
     prompts_ids = as_prompt_lists(prompts_ids)
     longest = max(len(p) for p in prompts_ids)
     limit = model.config.max_seq_len
