@@ -13,10 +13,14 @@ How it works
 * ``prefill`` runs the prompts once and fills the KV cache; ``decode_step`` feeds one new
   token per row and attends to the cache (``use_cache=False`` recomputes everything — the
   baseline for the speed-up measurement).
-* ``generate`` decodes with a compiled step (``StaticDecodeStep``, GRAPH mode): the cache is
-  reserved at a fixed length (a power of two >= 64, the "bucket"), each step writes one
-  slot, so every step has the same shapes and the step compiles once per batch size and
-  bucket. The host sends the chosen ids and a small bias; only the logits come back.
+* ``generate`` decodes with a compiled engine (``DecodeEngine``, GRAPH mode): the KV cache
+  lives inside it as Parameters of a fixed length (a power of two >= 64, the "bucket") and
+  each step writes one slot in place, so every step has the same shapes and the engine
+  compiles once per batch size and bucket. The prompt goes through the same engine, one
+  column per call. Greedy decoding picks the next id on the device (argmax) and feeds it
+  straight back; the host only sends the step's small inputs (``StepInputs``: attention
+  bias, rotary angles, slot index) and reads the chosen ids. Sampling and the repetition
+  penalty bring each step's logits to the host instead.
 * Rows that produced EOS leave the batch (``DecodeState.select_rows``), the building block
   of dynamic batching in an inference server.
 * Logits processing happens in NumPy on (B, V) rows, in Hugging Face's order: repetition
@@ -200,7 +204,7 @@ def prefill(model, prompts_ids, pad_id: int = 0, use_cache: bool = True) -> Deco
 
 def decode_step(model, state: DecodeState, next_tokens, mode: str = "graph") -> DecodeState:
     """Append one token per row and compute the next logits (from the cache if present).
-    A ``compiled`` state runs ``StaticDecodeStep`` in ``mode`` ("graph"; "pynative" to
+    A ``compiled`` state runs its ``DecodeEngine`` in ``mode`` ("graph"; "pynative" to
     check that compiling changes nothing)."""
     next_tokens = np.asarray(next_tokens, np.int32).reshape(-1, 1)
     if len(next_tokens) != state.batch_size:
@@ -284,7 +288,7 @@ class StepInputs:
 
     def __init__(self, model, mask: np.ndarray, slots: int, block: int = 32):
         self.body, self.mask, self.slots, self.block = model.model, mask, slots, block
-        self.start = None
+        self.start, self._where = None, None
 
     def _build(self, start: int):
         stop = min(start + self.block, self.mask.shape[1])
@@ -308,9 +312,12 @@ class StepInputs:
 
     def where(self, j: int) -> np.ndarray:
         """(B, H, 3) [row, head, slot j] indices: where the step's keys/values go."""
-        b, h = self.mask.shape[0], self.body.config.num_heads
-        rows, heads = np.meshgrid(np.arange(b), np.arange(h), indexing="ij")
-        return np.stack([rows, heads, np.full_like(rows, j)], -1).astype(np.int32)
+        if self._where is None:
+            b, h = self.mask.shape[0], self.body.config.num_heads
+            rows, heads = np.meshgrid(np.arange(b), np.arange(h), indexing="ij")
+            self._where = np.stack([rows, heads, rows], -1).astype(np.int32)
+        self._where[..., 2] = j
+        return self._where.copy()          # a Tensor may share the array: a fresh one
 
 
 def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0) -> DecodeState:
