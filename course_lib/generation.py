@@ -28,7 +28,6 @@ How it works
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -261,13 +260,15 @@ class DecodeEngine(nn.Cell):
         return ops.argmax(logits, -1).astype(ms.int32).reshape(-1, 1), logits
 
 
-_ENGINES = weakref.WeakKeyDictionary()      # model -> {(batch, slots): DecodeEngine}
-_ENGINES_PER_MODEL = 4                      # compiled engines kept per model (LRU)
+_ENGINES_PER_MODEL = 4          # compiled engines (and their cache buffers) kept per model
 
 
 def decode_engine(model, batch: int, slots: int) -> DecodeEngine:
-    """The model's engine for ``batch`` rows and ``slots`` cache slots (compiled on first use)."""
-    engines = _ENGINES.setdefault(model, {})
+    """The model's engine for ``batch`` rows and ``slots`` cache slots (compiled on first
+    use, then reused: the least recently used beyond ``_ENGINES_PER_MODEL`` is dropped).
+    Kept in the model's ``__dict__`` (not a child Cell: no extra parameters in checkpoints),
+    so engines go away with the model."""
+    engines = model.__dict__.setdefault("_decode_engines", {})
     engine = engines.pop((batch, slots), None) or DecodeEngine(model, batch, slots)
     engines[(batch, slots)] = engine                     # most recently used last
     while len(engines) > _ENGINES_PER_MODEL:
