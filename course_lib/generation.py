@@ -324,7 +324,8 @@ class StepInputs:
 def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0) -> DecodeState:
     """``prefill`` with the compiled engine: the left-padded prompt columns go in one at a
     time (a pad's key is masked for everyone), into a cache of ``slots`` fixed slots. One
-    compiled graph serves the prompt and the generated tokens."""
+    compiled graph serves the prompt and the generated tokens. The engine and its cache are
+    shared by every state of the same batch size and slots: continue one at a time."""
     ids, mask = left_pad(prompts_ids, pad_id)
     if ids.shape[1] > slots:
         raise ValueError(f"A prompt of {ids.shape[1]} tokens does not fit in {slots} slots.")
