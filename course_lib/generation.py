@@ -298,7 +298,9 @@ class StepInputs:
         self.bias[..., :stop] = part                          # empty slots masked
         if self.body.slopes is None:
             positions = positions_from_mask(self.mask)[:, start:stop]
-            self.cos, self.sin = (t.asnumpy() for t in self.body.rotary(positions))
+            # construct() on NumPy positions is NumPy code: calling the Cell inside a GRAPH
+            # block would compile a graph with the positions baked in, once per block
+            self.cos, self.sin = (t.asnumpy() for t in self.body.rotary.construct(positions))
         self.start = start
 
     def __call__(self, j: int):
