@@ -353,9 +353,7 @@ def _compiled_step(model, state: DecodeState, tokens, mode: str = "graph") -> np
     width, slots = state.attention_mask.shape[1], state.cache.seq_len
     if width > slots:
         raise ValueError(f"The reserved cache ({slots} slots) is full; reserve more slots.")
-    mask = np.zeros((len(tokens), slots), np.int32)
-    mask[:, :width] = state.attention_mask
-    inputs = StepInputs(model, mask[:, :width], slots, block=1)(width - 1)
+    inputs = StepInputs(model, state.attention_mask, slots, block=1)(width - 1)
     with execution_mode(mode):
         _, logits = state.cache.engine(Tensor(np.asarray(tokens, np.int32)), *inputs)
     return logits.asnumpy()
@@ -365,7 +363,8 @@ def greedy_decode(model, state: DecodeState, first, steps: int, eos=frozenset())
     """``steps`` greedy tokens per row after ``first`` (B,) with the compiled engine, the
     choice made on the device (argmax) and fed straight into the next step: the host only
     builds the step inputs and reads the chosen ids (to stop when every row has hit EOS).
-    Returns (B, <= steps + 1) ids: ``first`` and the new ones."""
+    Returns (B, <= steps + 1) ids: ``first`` and the new ones (``state.logits`` is left as
+    it was: the logits never leave the device)."""
     engine, width = state.cache.engine, state.attention_mask.shape[1]
     total = width + steps
     if total > state.cache.seq_len:
