@@ -10,7 +10,7 @@ the live Cell — measured side by side in one run.
    --repeats times; the best repeat of each is kept. Prints throughput, mean and p90
    latency and their ratios, and checks that both produce the same tokens.
 2. Decode step: median seconds per step of ``generation.decode_step`` (PyNative, growing
-   cache) vs ``StaticDecodeStep`` compiled in GRAPH mode, on one batch of 8 prompts.
+   cache) vs ``generation.DecodeEngine`` compiled in GRAPH mode, on one batch of 8 prompts.
 3. Deployment: median forward latency of the live Cell (PyNative) vs its MINDIR export.
 0. First, PyNative's operator dispatch: ``decode_step`` time with the default asynchronous
    dispatch vs ``ms.runtime.launch_blocking()``, each in a fresh process. The rest runs
@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import course_lib as cl
-from course_lib import inference
+from course_lib import experiments, inference
 from course_lib.data import news_splits
 from course_lib.generation import generate
 
@@ -48,8 +48,8 @@ def main():
                     help="keep PyNative's default asynchronous dispatch (default: launch_blocking)")
     args = ap.parse_args()
     # 0. PyNative dispatch, measured in two fresh processes (the switch is once per process)
-    async_ms = inference.pynative_dispatch_ms(blocking=False)
-    blocking_ms = inference.pynative_dispatch_ms(blocking=True)
+    async_ms = experiments.pynative_dispatch_ms(blocking=False)
+    blocking_ms = experiments.pynative_dispatch_ms(blocking=True)
     cl.setup(device="CPU", seed=0, quiet=True)
     if not args.async_dispatch:
         import mindspore as ms
@@ -89,8 +89,8 @@ def main():
     # 2. decode step
     batch = prompts[:8]
     new = 16
-    eager = inference.pynative_step_seconds(model, batch, new)
-    graph = inference.static_generate(model, batch, new, mode="graph")
+    eager = experiments.pynative_step_seconds(model, batch, new)
+    graph = experiments.static_generate(model, batch, new, mode="graph")
     assert graph.tokens == generate(model, batch, new), "static GRAPH decoding changed the tokens"
 
     # 3. MINDIR vs live

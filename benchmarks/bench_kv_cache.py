@@ -9,7 +9,8 @@ recomputes the whole sequence (PyNative). Both variants run in the same process,
 interleaved (cache, no cache, cache, ...), and the best repeat of each is kept, so a busy
 machine slows both alike. Greedy decoding, so both must produce the same tokens (checked).
 Then ms per token against the position (``course_lib.experiments.decode_ms_by_position``):
-the first and last quarter of the steps, with and without the cache — flat vs growing.
+the first and last quarter of the steps, with and without the cache — flat vs growing
+(each position: the fastest of ``--position-repeats`` decodes).
 The load average is printed before and after.
 
 By default (``--dispatch blocking``) ``MS_DEV_LAUNCH_BLOCKING=1`` is set for this process
@@ -46,6 +47,8 @@ def main():
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--new", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--position-repeats", type=int, default=3,
+                    help="ms/token by position: fastest of this many decodes per position")
     ap.add_argument("--dispatch", choices=("async", "blocking"), default="blocking",
                     help="PyNative dispatch of the no-cache baseline (MindSpore's default: async)")
     args = ap.parse_args()
@@ -74,7 +77,8 @@ def main():
               f"tok/s | speed-up x{tps[True] / tps[False]:.2f}")
     n = max(args.new)
     for use_cache in (True, False):
-        run = decode_ms_by_position(model, prompt[0], n, use_cache=use_cache)
+        run = decode_ms_by_position(model, prompt[0], n, use_cache=use_cache,
+                                   repeats=args.position_repeats)
         quarter = len(run.ms) // 4
         first, last = run.ms[:quarter].mean(), run.ms[-quarter:].mean()
         print(f"ms/token {'with' if use_cache else 'without':7s} cache, positions "

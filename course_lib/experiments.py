@@ -2,7 +2,11 @@
 
 * ``decode_ms_by_position`` — milliseconds per generated token at each position, with the
   KV cache (the compiled decode step ``generate`` uses: flat) or without it (the whole
-  sequence recomputed every step: grows with the position) — notebook 07's plot.
+  sequence recomputed every step: grows with the position) — notebook 07's plot;
+* ``static_generate`` / ``pynative_step_seconds`` — seconds per decode step of the compiled
+  engine (PyNative or GRAPH) and of the PyNative growing-cache step (notebook 12);
+* ``pynative_dispatch_ms`` — PyNative's asynchronous vs blocking operator dispatch, each in
+  a fresh process (``python -m course_lib.experiments --time-decode STEPS BATCH``).
 
 Timings depend on the machine and its load: compare curves measured in the same run, never
 assert on them in tests.
@@ -10,12 +14,14 @@ assert on them in tests.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from .generation import cache_bucket, compiled_prefill, decode_step, prefill
+from .generation import cache_bucket, compiled_prefill, decode_step, eos_set, prefill
 
 
 @dataclass
@@ -32,25 +38,37 @@ class DecodeTimes:
 
 
 def decode_ms_by_position(model, prompt_ids, new_tokens: int, use_cache: bool = True,
-                          warmup: bool = True) -> DecodeTimes:
-    """Greedy-decode ``new_tokens`` after ``prompt_ids`` (one sequence) and time every step.
+                          warmup: bool = True, repeats: int = 1) -> DecodeTimes:
+    """Greedy-decode ``new_tokens`` after ``prompt_ids`` (one sequence) and time every step;
+    with ``repeats`` > 1 the whole decode runs that many times and each position keeps its
+    fastest time (a busy machine's spikes do not survive the minimum).
 
-    With the cache the step is ``generate``'s compiled one (``warmup`` first runs it once
+    With the cache the step is ``generate``'s compiled engine (``warmup`` first runs it once
     so compilation is not on the curve); without it every step recomputes the whole
     sequence in PyNative mode, like ``generate(..., use_cache=False)``."""
     prompt = [int(t) for t in prompt_ids]
     total = len(prompt) + new_tokens
-    if new_tokens < 2 or total > model.config.max_seq_len:
-        raise ValueError(f"need 2 <= new_tokens and prompt + new_tokens <= max_seq_len="
-                         f"{model.config.max_seq_len}, got {len(prompt)} + {new_tokens}")
+    if new_tokens < 2 or total > model.config.max_seq_len or repeats < 1:
+        raise ValueError(f"need 2 <= new_tokens, prompt + new_tokens <= max_seq_len="
+                         f"{model.config.max_seq_len} and repeats >= 1, got {len(prompt)} + "
+                         f"{new_tokens}, repeats {repeats}")
     load = os.getloadavg()
-    if use_cache:
-        slots = cache_bucket(total, model.config.max_seq_len)
-        if warmup:
-            compiled_prefill(model, [prompt], slots)
-        state = compiled_prefill(model, [prompt], slots)
-    else:
+    slots = cache_bucket(total, model.config.max_seq_len)
+    if use_cache and warmup:
+        compiled_prefill(model, [prompt], slots)
+    runs = [_timed_greedy(model, prompt, new_tokens, slots if use_cache else None)
+            for _ in range(repeats)]
+    tokens, positions, _ = runs[0]
+    ms = np.min([r[2] for r in runs], 0)
+    return DecodeTimes(use_cache, np.asarray(positions), ms, tokens, load)
+
+
+def _timed_greedy(model, prompt, new_tokens, slots):
+    """(tokens, positions, ms per step) of one greedy decode; ``slots`` None = no cache."""
+    if slots is None:
         state = prefill(model, [prompt], use_cache=False)
+    else:
+        state = compiled_prefill(model, [prompt], slots)
     tokens, positions, ms = [], [], []
     for _ in range(new_tokens - 1):
         tokens.append(int(np.argmax(state.logits[0])))
@@ -59,4 +77,103 @@ def decode_ms_by_position(model, prompt_ids, new_tokens: int, use_cache: bool = 
         ms.append(1000 * (time.perf_counter() - start))
         positions.append(state.input_ids.shape[1])
     tokens.append(int(np.argmax(state.logits[0])))
-    return DecodeTimes(use_cache, np.asarray(positions), np.asarray(ms), tokens, load)
+    return tokens, positions, np.asarray(ms)
+
+
+@dataclass
+class StaticRun:
+    tokens: list                   # new ids per prompt (cut after EOS)
+    mode: str
+    compile_seconds: float         # the first decode call (includes graph compilation)
+    step_seconds: list             # every later decode call
+
+    @property
+    def median_step(self) -> float:
+        return float(np.median(self.step_seconds)) if self.step_seconds else float("nan")
+
+
+def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "graph",
+                    eos_id=None, pad_id: int = 0) -> StaticRun:
+    """Greedy decoding with ``generation.DecodeEngine`` (what ``generate`` runs), timed per
+    step: prefill with the ordinary model (PyNative), move its KV cache into the engine's
+    buffers of length prompt + ``max_new_tokens``, then decode with fixed shapes in ``mode``
+    ("graph" compiles the step once; "pynative" runs the same Cell op by op). Rows that finish
+    keep computing (static batch) but their later tokens are discarded."""
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    eos = eos_set(eos_id)
+    state = prefill(model, prompts_ids, pad_id)
+    width = state.input_ids.shape[1]
+    if width + max_new_tokens > model.config.max_seq_len:
+        raise ValueError(f"prompt ({width}) + max_new_tokens ({max_new_tokens}) exceeds "
+                         f"max_seq_len={model.config.max_seq_len}.")
+    state.reserve(model, width + max_new_tokens)
+    outputs = [[] for _ in range(state.batch_size)]
+    done = [False] * state.batch_size
+    compile_s, times = 0.0, []
+    for t in range(max_new_tokens):
+        chosen = np.argmax(state.logits, -1).astype(np.int32)
+        for i, tok in enumerate(chosen):
+            if not done[i]:
+                outputs[i].append(int(tok))
+                done[i] = int(tok) in eos
+        if all(done) or t == max_new_tokens - 1:
+            break
+        t0 = time.perf_counter()
+        decode_step(model, state, chosen, mode=mode)
+        elapsed = time.perf_counter() - t0
+        if t == 0:
+            compile_s = elapsed
+        else:
+            times.append(elapsed)
+    return StaticRun(outputs, mode, compile_s, times)
+
+
+def pynative_step_seconds(model, prompts_ids, max_new_tokens: int, pad_id: int = 0) -> list:
+    """Seconds per ``generation.decode_step`` (PyNative, growing cache) on the same batch."""
+    state = prefill(model, prompts_ids, pad_id)
+    times = []
+    for _ in range(max_new_tokens - 1):
+        chosen = np.argmax(state.logits, -1)
+        t0 = time.perf_counter()
+        decode_step(model, state, chosen)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+# --------------------------------------------------------------------------------------
+# PyNative's operator dispatch: asynchronous (default) or blocking
+# --------------------------------------------------------------------------------------
+def _time_decode(steps: int, batch: int) -> float:
+    """Median seconds of ``decode_step`` on a random InternLM-tiny (runs in this process)."""
+    import course_lib as cl
+    from .internlm import InternLMForCausalLM, tiny
+    cl.setup(device="CPU", seed=0, quiet=True)
+    model = InternLMForCausalLM(tiny())
+    model.set_train(False)
+    return float(np.median(pynative_step_seconds(model, [[5, 6, 7, 8, 9, 10]] * batch, steps + 1)))
+
+
+def pynative_dispatch_ms(blocking: bool, steps: int = 6, batch: int = 8, timeout: float = 300) -> float:
+    """Median milliseconds per PyNative ``decode_step`` in a FRESH process, with MindSpore's
+    default asynchronous operator dispatch or with ``ms.runtime.launch_blocking()`` (which
+    can be switched on only once per process — hence the subprocess)."""
+    cmd = [sys.executable, "-m", "course_lib.experiments", "--time-decode", str(steps), str(batch)]
+    if blocking:
+        cmd.append("--blocking")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, GLOG_v="3"))
+    for line in proc.stdout.splitlines():
+        if line.startswith("DECODE_MS "):
+            return float(line.split()[1])
+    raise RuntimeError(f"timing subprocess failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "--time-decode":
+        if "--blocking" in sys.argv:
+            import mindspore as ms
+            ms.runtime.launch_blocking()
+        print(f"DECODE_MS {1000 * _time_decode(int(sys.argv[2]), int(sys.argv[3])):.3f}", flush=True)
+    else:
+        sys.exit("usage: python -m course_lib.experiments --time-decode STEPS BATCH [--blocking]")

@@ -13,10 +13,14 @@ How it works
 * ``prefill`` runs the prompts once and fills the KV cache; ``decode_step`` feeds one new
   token per row and attends to the cache (``use_cache=False`` recomputes everything — the
   baseline for the speed-up measurement).
-* ``generate`` decodes with a compiled step (``StaticDecodeStep``, GRAPH mode): the cache is
-  reserved at a fixed length (a power of two >= 64, the "bucket"), each step writes one
-  slot, so every step has the same shapes and the step compiles once per batch size and
-  bucket. The host sends the chosen ids and a small bias; only the logits come back.
+* ``generate`` decodes with a compiled engine (``DecodeEngine``, GRAPH mode): the KV cache
+  lives inside it as Parameters of a fixed length (a power of two >= 64, the "bucket") and
+  each step writes one slot in place, so every step has the same shapes and the engine
+  compiles once per batch size and bucket. The prompt goes through the same engine, one
+  column per call. Greedy decoding picks the next id on the device (argmax) and feeds it
+  straight back; the host only sends the step's small inputs (``StepInputs``: attention
+  bias, rotary angles, slot index) and reads the chosen ids. Sampling and the repetition
+  penalty bring each step's logits to the host instead.
 * Rows that produced EOS leave the batch (``DecodeState.select_rows``), the building block
   of dynamic batching in an inference server.
 * Logits processing happens in NumPy on (B, V) rows, in Hugging Face's order: repetition
@@ -24,15 +28,14 @@ How it works
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import mindspore as ms
-from mindspore import Tensor, nn
+from mindspore import Tensor, nn, ops
 
-from .layers import KVCache, attention_bias, positions_from_mask
+from .layers import MASK_VALUE, KVCache, attention_bias, positions_from_mask
 from .training import execution_mode
 
 from .validate import check_generate_args
@@ -139,11 +142,17 @@ class DecodeState:
                 self.cache.drop_left(first_real)
         return self
 
-    def reserve(self, slots: int) -> "DecodeState":
-        """Fix the cache at ``slots`` positions: later ``decode_step``s run the compiled step."""
+    def reserve(self, model, slots: int) -> "DecodeState":
+        """Move the cache into the model's compiled engine for ``slots`` positions: later
+        ``decode_step``s run the compiled step (``DecodeEngine``)."""
         if self.cache is None:
             raise ValueError("Only a KV-cache state can be compiled: prefill with use_cache=True.")
+        engine = decode_engine(model, self.batch_size, slots)
         self.cache.reserve(slots)
+        for buffers, grown in ((engine.keys, self.cache.keys), (engine.values, self.cache.values)):
+            for buffer, tensor in zip(buffers, grown):
+                buffer.set_data(tensor)
+        self.cache = _engine_cache(engine)
         self.compiled = True
         return self
 
@@ -194,7 +203,7 @@ def prefill(model, prompts_ids, pad_id: int = 0, use_cache: bool = True) -> Deco
 
 def decode_step(model, state: DecodeState, next_tokens, mode: str = "graph") -> DecodeState:
     """Append one token per row and compute the next logits (from the cache if present).
-    A ``compiled`` state runs ``StaticDecodeStep`` in ``mode`` ("graph"; "pynative" to
+    A ``compiled`` state runs its ``DecodeEngine`` in ``mode`` ("graph"; "pynative" to
     check that compiling changes nothing)."""
     next_tokens = np.asarray(next_tokens, np.int32).reshape(-1, 1)
     if len(next_tokens) != state.batch_size:
@@ -213,32 +222,58 @@ def decode_step(model, state: DecodeState, next_tokens, mode: str = "graph") -> 
     return state
 
 
-class StaticDecodeStep(nn.Cell):
-    """One token per row against cache buffers of a fixed length S: the same
-    ``DecoderLayer``s (``DecoderLayer.step``), the new key/value written into ``slot``.
+class DecodeEngine(nn.Cell):
+    """The compiled decode step: one new token per row through the model's own layers
+    (``Attention.heads`` / ``Attention.attend``, the MLP and norms of every
+    ``DecoderLayer``), against a KV cache of ``slots`` fixed slots that lives inside the
+    engine — one (B, H, slots, d) ``Parameter`` per layer for keys and for values.
 
-    Inputs: ``token`` (B, 1) int32; ``bias`` (B, H|1, 1, S) — ``attention_bias`` of the
+    Inputs: ``token`` (B, 1) int32; ``bias`` (B, H|1, 1, slots) — ``attention_bias`` of the
     token against every slot (empty slots and pads masked); ``cos``/``sin`` (B, 1, 1, d) or
-    None (ALiBi); ``slot`` (1, 1, S, 1) bool; ``keys``/``values``: one (B, H, S, d) tensor
-    per layer. Returns the next-token logits (B, V) and the updated buffers. Same shapes at
-    every step -> GRAPH mode compiles it once."""
+    None (ALiBi); ``where`` (B, H, 3) int32: the [row, head, slot] index of the new
+    key/value. ``ops.scatter_nd_update`` writes them IN PLACE (B·H·d numbers, not a copy of
+    the cache). Returns the greedy choice (B, 1) int32 — it can stay on the device as the
+    next call's ``token`` — and the logits (B, V) for sampling. Same shapes at every step:
+    GRAPH mode compiles it once per engine (batch size x slots)."""
 
-    def __init__(self, lm):
+    def __init__(self, lm, batch: int, slots: int):
         super().__init__(auto_prefix=False)
-        self.lm = lm
+        c = lm.config
+        self.lm, self.slots = lm, slots
+        shape = (batch, c.num_heads, slots, c.head_dim)
+        buffers = lambda kind: ms.ParameterTuple(                                  # noqa: E731
+            ms.Parameter(Tensor(np.zeros(shape, np.float32)), f"cache_{kind}{i}", requires_grad=False)
+            for i in range(c.num_layers))
+        self.keys, self.values = buffers("k"), buffers("v")
 
-    def construct(self, token, bias, cos, sin, slot, keys, values):
+    def construct(self, token, bias, cos, sin, where):
         body = self.lm.model
         h = body.embed_tokens(token)                                       # (B, 1, hidden)
-        new_keys, new_values = (), ()
         for i, layer in enumerate(body.layers):
-            h, k, v = layer.step(h, bias, cos, sin, keys[i], values[i], slot)
-            new_keys, new_values = new_keys + (k,), new_values + (v,)
+            attn = layer.self_attn
+            q, k, v = attn.heads(layer.input_layernorm(h), cos, sin)       # (B, H, 1, d)
+            keys = ops.scatter_nd_update(self.keys[i], where, k[:, :, 0])
+            values = ops.scatter_nd_update(self.values[i], where, v[:, :, 0])
+            h = h + attn.attend(q, keys, values, bias)
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
         logits = self.lm.lm_head(body.norm(h))[:, -1].astype(ms.float32)
-        return logits, new_keys, new_values
+        return ops.argmax(logits, -1).astype(ms.int32).reshape(-1, 1), logits
 
 
-_STEP_CELLS = weakref.WeakKeyDictionary()     # model -> its StaticDecodeStep (compiled graphs)
+_ENGINES_PER_MODEL = 4          # compiled engines (and their cache buffers) kept per model
+
+
+def decode_engine(model, batch: int, slots: int) -> DecodeEngine:
+    """The model's engine for ``batch`` rows and ``slots`` cache slots (compiled on first
+    use, then reused: the least recently used beyond ``_ENGINES_PER_MODEL`` is dropped).
+    Kept in the model's ``__dict__`` (not a child Cell: no extra parameters in checkpoints),
+    so engines go away with the model."""
+    engines = model.__dict__.setdefault("_decode_engines", {})
+    engine = engines.pop((batch, slots), None) or DecodeEngine(model, batch, slots)
+    engines[(batch, slots)] = engine                     # most recently used last
+    while len(engines) > _ENGINES_PER_MODEL:
+        engines.pop(next(iter(engines)))
+    return engine
 
 
 def cache_bucket(length: int, limit: int) -> int:
@@ -247,43 +282,111 @@ def cache_bucket(length: int, limit: int) -> int:
     return min(limit, max(64, 1 << (int(length) - 1).bit_length()))
 
 
+class StepInputs:
+    """The host-side inputs of every decode step of one batch, built with the model's own
+    ``attention_bias`` and rotary embedding, ``block`` steps at a time (NumPy, one call per
+    block): query slot j attends to the real tokens in slots <= j."""
+
+    def __init__(self, model, mask: np.ndarray, slots: int, block: int = 32):
+        self.body, self.mask, self.slots, self.block = model.model, mask, slots, block
+        self.start, self._where = None, None
+
+    def _build(self, start: int):
+        stop = min(start + self.block, self.mask.shape[1])
+        part = attention_bias(stop - start, stop, self.mask[:, :stop], self.body.slopes).asnumpy()
+        self.bias = np.full(part.shape[:3] + (self.slots,), MASK_VALUE, np.float32)
+        self.bias[..., :stop] = part                          # empty slots masked
+        if self.body.slopes is None:
+            positions = positions_from_mask(self.mask)[:, start:stop]
+            # construct() on NumPy positions is NumPy code: calling the Cell inside a GRAPH
+            # block would compile a graph with the positions baked in, once per block
+            self.cos, self.sin = (t.asnumpy() for t in self.body.rotary.construct(positions))
+        self.start = start
+
+    def __call__(self, j: int):
+        """(bias, cos, sin, where) Tensors of the step whose token goes into slot ``j``."""
+        if self.start is None or not self.start <= j < self.start + self.block:
+            self._build(j)
+        i = j - self.start
+        cos = sin = None
+        if self.body.slopes is None:
+            cos, sin = Tensor(self.cos[:, :, i:i + 1]), Tensor(self.sin[:, :, i:i + 1])
+        return Tensor(self.bias[:, :, i:i + 1]), cos, sin, Tensor(self.where(j))
+
+    def where(self, j: int) -> np.ndarray:
+        """(B, H, 3) [row, head, slot j] indices: where the step's keys/values go."""
+        if self._where is None:
+            b, h = self.mask.shape[0], self.body.config.num_heads
+            rows, heads = np.meshgrid(np.arange(b), np.arange(h), indexing="ij")
+            self._where = np.stack([rows, heads, rows], -1).astype(np.int32)
+        self._where[..., 2] = j
+        return self._where.copy()          # a Tensor may share the array: a fresh one
+
+
 def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0) -> DecodeState:
-    """``prefill`` with the compiled step: the left-padded prompt columns go in one at a
+    """``prefill`` with the compiled engine: the left-padded prompt columns go in one at a
     time (a pad's key is masked for everyone), into a cache of ``slots`` fixed slots. One
-    compiled graph serves the prompt and the generated tokens."""
+    compiled graph serves the prompt and the generated tokens. The engine and its cache are
+    shared by every state of the same batch size and slots: continue one at a time."""
     ids, mask = left_pad(prompts_ids, pad_id)
-    c = model.config
-    cache = KVCache.zeros(c.num_layers, len(ids), c.num_heads, slots, c.head_dim)
-    state = DecodeState(ids[:, :0], mask[:, :0], None, cache, list(range(len(ids))), compiled=True)
-    for j in range(ids.shape[1]):
-        state.input_ids, state.attention_mask = ids[:, :j + 1], mask[:, :j + 1]
-        state.logits = _compiled_step(model, state, ids[:, j:j + 1])
-    return state
+    if ids.shape[1] > slots:
+        raise ValueError(f"A prompt of {ids.shape[1]} tokens does not fit in {slots} slots.")
+    engine = decode_engine(model, len(ids), slots)
+    inputs = StepInputs(model, mask, slots)
+    with execution_mode("graph"):
+        for j in range(ids.shape[1]):
+            _, logits = engine(Tensor(ids[:, j:j + 1]), *inputs(j))
+    return DecodeState(ids, mask, logits.asnumpy(), _engine_cache(engine),
+                       list(range(len(ids))), compiled=True)
 
 
-def _compiled_step(model, state: DecodeState, tokens: np.ndarray, mode: str = "graph") -> np.ndarray:
-    """The last column of ``state.input_ids`` (``tokens``) through ``StaticDecodeStep``."""
+def _engine_cache(engine: DecodeEngine) -> KVCache:
+    """A ``KVCache`` view of the engine's buffers (what ``DecodeState.cache`` holds)."""
+    cache = KVCache(len(engine.keys))
+    cache.keys, cache.values = list(engine.keys), list(engine.values)
+    cache.engine = engine
+    return cache
+
+
+def _compiled_step(model, state: DecodeState, tokens, mode: str = "graph") -> np.ndarray:
+    """The last column of ``state.input_ids`` (``tokens``) through the state's engine."""
     width, slots = state.attention_mask.shape[1], state.cache.seq_len
     if width > slots:
         raise ValueError(f"The reserved cache ({slots} slots) is full; reserve more slots.")
-    mask = np.zeros((len(tokens), slots), np.int32)
-    mask[:, :width] = state.attention_mask
-    body = model.model
-    bias = attention_bias(1, slots, mask, body.slopes)     # the new token against every slot
-    cos = sin = None
-    if body.slopes is None:
-        cos, sin = body.rotary(positions_from_mask(mask)[:, width - 1:width])
-    slot = Tensor((np.arange(slots) == width - 1)[None, None, :, None])
-    step = _STEP_CELLS.get(model)
-    if step is None:
-        step = _STEP_CELLS[model] = StaticDecodeStep(model)
+    inputs = StepInputs(model, state.attention_mask, slots, block=1)(width - 1)
     with execution_mode(mode):
-        # mutable: a tuple of Tensors is otherwise a compile-time CONSTANT in GRAPH mode
-        logits, keys, values = step(Tensor(tokens), bias, cos, sin, slot,
-                                    ms.mutable(tuple(state.cache.keys)),
-                                    ms.mutable(tuple(state.cache.values)))
-    state.cache.keys, state.cache.values = list(keys), list(values)
+        _, logits = state.cache.engine(Tensor(np.asarray(tokens, np.int32)), *inputs)
     return logits.asnumpy()
+
+
+def greedy_decode(model, state: DecodeState, first, steps: int, eos=frozenset()) -> np.ndarray:
+    """``steps`` greedy tokens per row after ``first`` (B,) with the compiled engine, the
+    choice made on the device (argmax) and fed straight into the next step: the host only
+    builds the step inputs and reads the chosen ids (to stop when every row has hit EOS).
+    Returns (B, <= steps + 1) ids: ``first`` and the new ones (``state.logits`` is left as
+    it was: the logits never leave the device)."""
+    engine, width = state.cache.engine, state.attention_mask.shape[1]
+    total = width + steps
+    if total > state.cache.seq_len:
+        raise ValueError(f"The reserved cache ({state.cache.seq_len} slots) is too short for "
+                         f"{steps} more tokens; reserve more slots.")
+    mask = np.ones((state.batch_size, total), np.int32)
+    mask[:, :width] = state.attention_mask
+    inputs = StepInputs(model, mask, state.cache.seq_len)
+    chosen = [np.asarray(first, np.int32).reshape(-1, 1)]
+    done = np.isin(chosen[0][:, 0], list(eos))
+    token = Tensor(chosen[0])
+    with execution_mode("graph"):
+        for j in range(width, total):
+            token, _ = engine(token, *inputs(j))
+            chosen.append(token.asnumpy())
+            done |= np.isin(chosen[-1][:, 0], list(eos))
+            if done.all():
+                break
+    ids = np.concatenate(chosen, 1)
+    state.input_ids = np.concatenate([state.input_ids, ids[:, :-1]], 1)
+    state.attention_mask = mask[:, :state.input_ids.shape[1]]
+    return ids
 
 
 # --------------------------------------------------------------------------------------
@@ -302,6 +405,13 @@ def _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalt
         raise ValueError(f"repetition_penalty must be > 0 (1 = off), got {repetition_penalty}")
 
 
+def eos_set(eos_id) -> set:
+    """``eos_id`` (None, an int or a list of ids) as a set of ints."""
+    if eos_id is None:
+        return set()
+    return {int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id))
+
+
 def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float = 1.0,
              top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0,
              eos_id=None, pad_id: int = 0, do_sample: bool = False, seed: int = 0,
@@ -313,7 +423,7 @@ def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float
     of the other rows."""
     check_generate_args(model, prompts_ids, temperature=temperature, do_sample=do_sample)
     _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
-    eos = set() if eos_id is None else ({int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id)))
+    eos = eos_set(eos_id)
     prompts_ids = as_prompt_lists(prompts_ids)
     longest = max(len(p) for p in prompts_ids)
     limit = model.config.max_seq_len
@@ -324,17 +434,33 @@ def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float
     if max_new_tokens == 0:
         return outputs
 
-    if use_cache:                   # fixed shapes: the compiled step, prompt and new tokens
+    if use_cache:                   # fixed shapes: the compiled engine, prompt and new tokens
         state = compiled_prefill(model, prompts_ids, cache_bucket(longest + max_new_tokens, limit),
                                  pad_id)
     else:
         state = prefill(model, prompts_ids, pad_id, use_cache=False)
+    if use_cache and not do_sample and repetition_penalty == 1.0:     # greedy on the device
+        ids = greedy_decode(model, state, np.argmax(state.logits, -1), max_new_tokens - 1, eos)
+        return [_cut_after_eos(row, eos) for row in ids.tolist()]
+    return _host_loop(model, state, prompts_ids, outputs, max_new_tokens, eos,
+                      dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
+                           repetition_penalty=repetition_penalty), seed)
+
+
+def _cut_after_eos(row: list, eos) -> list:
+    for i, tok in enumerate(row):
+        if tok in eos:
+            return row[:i + 1]
+    return row
+
+
+def _host_loop(model, state, prompts_ids, outputs, max_new_tokens, eos, sampling, seed):
+    """Sampling (or a repetition penalty, or no cache): every step's logits come to the
+    host, ``choose_tokens`` picks the ids (per-row NumPy generators)."""
     seen = np.zeros((len(prompts_ids), state.logits.shape[-1]), bool)   # repetition penalty
     for i, p in enumerate(prompts_ids):
         seen[i, p] = True
     rngs = [np.random.default_rng(seed + i) for i in range(len(prompts_ids))]
-    sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
-                    repetition_penalty=repetition_penalty)
     done = [False] * len(prompts_ids)
     for step in range(max_new_tokens):
         rows = state.rows

@@ -1,6 +1,4 @@
-"""Serving a language model: dynamic batching, and a decode step that compiles.
-
-Part 1 — **dynamic (continuous) batching**, the scheduling idea behind inference servers,
+"""Serving a language model: **dynamic (continuous) batching**, the scheduling idea behind inference servers,
 built on the prefill / decode-step engine of ``course_lib.generation``:
 
 * requests arrive over time, each with its own prompt length and token budget;
@@ -15,18 +13,13 @@ built on the prefill / decode-step engine of ``course_lib.generation``:
 path. Greedy decoding gives exactly the tokens ``generation.generate`` gives for each
 prompt alone: the attention mask hides the pads and positions count real tokens only.
 
-Part 2 — **a static-shape decode step** (``StaticDecodeStep``): a growing Python KV cache
-is fine for PyNative but not for graph compilation. Inference engines preallocate the
-cache and *write* each new key/value into its slot, so every step has the same shapes and
-GRAPH mode compiles the step once. ``generation.generate`` decodes this way by default;
-``static_generate`` runs the step after an ordinary prefill, in PyNative or GRAPH mode,
-and must give the same tokens.
+The compiled decode step that ``generation.generate`` runs by default (a KV cache of fixed
+length inside ``generation.DecodeEngine``, one slot written per token, compiled once) and
+its measurements (PyNative vs GRAPH, dispatch modes) are in ``generation`` and
+``course_lib.experiments``; this module is the scheduling.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -34,12 +27,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .generation import DecodeState, StaticDecodeStep, choose_tokens, decode_step, prefill
+from .generation import DecodeState, choose_tokens, decode_step, eos_set, prefill
 
 
-# ======================================================================================
-# Part 1: dynamic batching
-# ======================================================================================
 @dataclass(frozen=True)
 class Request:
     id: int
@@ -70,6 +60,7 @@ class Completion:
 
     @property
     def time_to_first_token(self) -> float:
+        """Arrival -> first token (queueing + prefill): how long the user sees nothing."""
         return self.first_token_at - self.request.arrival
 
 
@@ -98,6 +89,10 @@ class ServeReport:
     def latencies(self) -> list:
         return [c.latency for c in self.completions]
 
+    @property
+    def times_to_first_token(self) -> list:
+        return [c.time_to_first_token for c in self.completions]
+
     def tokens_by_id(self) -> dict:
         return {c.request.id: c.tokens for c in self.completions}
 
@@ -105,7 +100,8 @@ class ServeReport:
         lat = np.asarray(self.latencies)
         return (f"max_batch={self.max_batch}: {len(self.completions)} requests, {self.tokens} tokens "
                 f"in {self.seconds:.2f} s -> {self.throughput:.1f} tokens/s; latency mean "
-                f"{lat.mean():.2f} s, p90 {np.percentile(lat, 90):.2f} s; "
+                f"{lat.mean():.2f} s, p90 {np.percentile(lat, 90):.2f} s; time to first token mean "
+                f"{np.mean(self.times_to_first_token):.2f} s; "
                 f"{len(self.passes)} forward passes, mean decode batch "
                 f"{np.mean(self.batch_sizes or [0]):.1f}")
 
@@ -155,15 +151,7 @@ def merge_states(running: DecodeState, joining: DecodeState, pad_id: int = 0) ->
                        list(running.rows) + list(joining.rows))
 
 
-def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None, pad_id: int = 0,
-          do_sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-          repetition_penalty: float = 1.0, seed: int = 0, progress=None) -> ServeReport:
-    """Run a server loop over ``requests`` (arriving at ``request.arrival`` seconds of real
-    time) with at most ``max_batch`` sequences in flight. ``max_batch=1`` = one at a time.
-
-    Sampling uses ``numpy.random.default_rng(seed + request.id)`` per request, so results do
-    not depend on which other requests share the batch. ``progress``: a tqdm-like object
-    whose ``update(n)`` is called with the number of finished requests."""
+def _check_requests(requests, max_batch: int, limit: int) -> None:
     if max_batch < 1:
         raise ValueError(f"max_batch must be >= 1, got {max_batch}")
     if not requests:
@@ -171,29 +159,49 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
     ids = [r.id for r in requests]
     if len(set(ids)) != len(ids):
         raise ValueError("Request ids must be unique.")
-    limit = model.config.max_seq_len
     for r in requests:
         if len(r.prompt_ids) + r.max_new_tokens > limit:
             raise ValueError(f"request {r.id}: prompt ({len(r.prompt_ids)}) + max_new_tokens "
                              f"({r.max_new_tokens}) exceeds max_seq_len={limit}.")
-    eos = set() if eos_id is None else ({int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id)))
+
+
+def _admit(waiting: deque, room: int, now: float) -> list:
+    """Pop the requests that have arrived by ``now``, first come first served, at most ``room``."""
+    admitted = []
+    while waiting and len(admitted) < room and waiting[0].arrival <= now:
+        admitted.append(waiting.popleft())
+    return admitted
+
+
+def _choose(state: DecodeState, seen: dict, rngs: dict, sampling: dict) -> list:
+    """The next token of every row (``generation.choose_tokens``, as ``generate`` uses)."""
+    seen_rows = np.zeros(state.logits.shape, bool)
+    for i, rid in enumerate(state.rows):
+        seen_rows[i, list(seen[rid])] = True
+    return choose_tokens(state.logits, seen_rows, [rngs[rid] for rid in state.rows], **sampling)
+
+
+def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None, pad_id: int = 0,
+          do_sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+          repetition_penalty: float = 1.0, seed: int = 0, progress=None) -> ServeReport:
+    """Serve ``requests`` (arriving at ``request.arrival`` s of real time), at most ``max_batch``
+    in flight (1 = one at a time). Request r samples from ``default_rng(seed + r.id)``, whoever
+    shares its batch. ``progress``: tqdm-like, ``update(n)`` per n finished requests."""
+    _check_requests(requests, max_batch, model.config.max_seq_len)
+    eos = eos_set(eos_id)
     by_id = {r.id: r for r in requests}
     waiting = deque(sorted(requests, key=lambda r: (r.arrival, r.id)))
     outputs = {r.id: [] for r in requests}
     seen = {r.id: set(r.prompt_ids) for r in requests}
     rngs = {r.id: np.random.default_rng(seed + r.id) for r in requests}
-    first_token, finished, passes = {}, {}, []
-    state = None
+    sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
+                    repetition_penalty=repetition_penalty)
+    first_token, finished, passes, state = {}, {}, [], None
     start = time.perf_counter()
     now = lambda: time.perf_counter() - start     # noqa: E731
-
     while waiting or state is not None:
         # 1. Admit every request that has arrived, while there is room.
-        room = max_batch - (state.batch_size if state is not None else 0)
-        admitted = []
-        while waiting and room > 0 and waiting[0].arrival <= now():
-            admitted.append(waiting.popleft())
-            room -= 1
+        admitted = _admit(waiting, max_batch - (state.batch_size if state is not None else 0), now())
         if state is None and not admitted:          # idle: wait for the next arrival
             time.sleep(max(0.0, waiting[0].arrival - now()))
             continue
@@ -204,12 +212,7 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
             state = joining if state is None else merge_states(state, joining, pad_id)
 
         # 2. Choose the next token of every row (the routine generation.generate uses).
-        seen_rows = np.zeros(state.logits.shape, bool)
-        for i, rid in enumerate(state.rows):
-            seen_rows[i, list(seen[rid])] = True
-        chosen = choose_tokens(state.logits, seen_rows, [rngs[rid] for rid in state.rows],
-                               do_sample=do_sample, temperature=temperature, top_k=top_k,
-                               top_p=top_p, repetition_penalty=repetition_penalty)
+        chosen = _choose(state, seen, rngs, sampling)
 
         # 3. Record; finished rows leave the batch.
         t = now()
@@ -234,112 +237,6 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
         passes.append(("decode", state.batch_size))
         decode_step(model, state, chosen)
 
-    first_arrival = min(r.arrival for r in requests)
     completions = [Completion(by_id[i], outputs[i], first_token[i], finished[i]) for i in sorted(by_id)]
-    return ServeReport(max_batch, completions, max(finished.values()) - first_arrival, passes)
-
-
-# ======================================================================================
-# Part 2: a decode step with static shapes (compiles in GRAPH mode)
-# ======================================================================================
-# The step itself is ``generation.StaticDecodeStep`` (what ``generate`` runs by default): the
-# model's own ``DecoderLayer.step`` against fixed-size ``KVCache`` buffers.
-_static_step_cell = StaticDecodeStep
-
-
-@dataclass
-class StaticRun:
-    tokens: list                   # new ids per prompt (cut after EOS)
-    mode: str
-    compile_seconds: float         # the first decode call (includes graph compilation)
-    step_seconds: list             # every later decode call
-
-    @property
-    def median_step(self) -> float:
-        return float(np.median(self.step_seconds)) if self.step_seconds else float("nan")
-
-
-def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "graph",
-                    eos_id=None, pad_id: int = 0) -> StaticRun:
-    """Greedy decoding with ``StaticDecodeStep``: prefill with the ordinary model
-    (PyNative), copy its KV cache into buffers of length prompt + ``max_new_tokens``, then
-    decode with fixed shapes in ``mode`` ("graph" compiles the step once). Rows that finish
-    keep computing (static batch) but their later tokens are discarded."""
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    eos = set() if eos_id is None else ({int(eos_id)} if np.isscalar(eos_id) else set(map(int, eos_id)))
-    state = prefill(model, prompts_ids, pad_id)
-    width = state.input_ids.shape[1]
-    if width + max_new_tokens > model.config.max_seq_len:
-        raise ValueError(f"prompt ({width}) + max_new_tokens ({max_new_tokens}) exceeds "
-                         f"max_seq_len={model.config.max_seq_len}.")
-    state.reserve(width + max_new_tokens)
-    outputs = [[] for _ in range(state.batch_size)]
-    done = [False] * state.batch_size
-    compile_s, times = 0.0, []
-    for t in range(max_new_tokens):
-        chosen = np.argmax(state.logits, -1).astype(np.int32)
-        for i, tok in enumerate(chosen):
-            if not done[i]:
-                outputs[i].append(int(tok))
-                done[i] = int(tok) in eos
-        if all(done) or t == max_new_tokens - 1:
-            break
-        t0 = time.perf_counter()
-        decode_step(model, state, chosen, mode=mode)
-        elapsed = time.perf_counter() - t0
-        if t == 0:
-            compile_s = elapsed
-        else:
-            times.append(elapsed)
-    return StaticRun(outputs, mode, compile_s, times)
-
-
-def pynative_step_seconds(model, prompts_ids, max_new_tokens: int, pad_id: int = 0) -> list:
-    """Seconds per ``generation.decode_step`` (PyNative, growing cache) on the same batch."""
-    state = prefill(model, prompts_ids, pad_id)
-    times = []
-    for _ in range(max_new_tokens - 1):
-        chosen = np.argmax(state.logits, -1)
-        t0 = time.perf_counter()
-        decode_step(model, state, chosen)
-        times.append(time.perf_counter() - t0)
-    return times
-
-
-# ======================================================================================
-# Part 3: PyNative's operator dispatch — asynchronous (default) or blocking
-# ======================================================================================
-def _time_decode(steps: int, batch: int) -> float:
-    """Median seconds of ``decode_step`` on a random InternLM-tiny (runs in this process)."""
-    import course_lib as cl
-    from .internlm import InternLMForCausalLM, tiny
-    cl.setup(device="CPU", seed=0, quiet=True)
-    model = InternLMForCausalLM(tiny())
-    model.set_train(False)
-    return float(np.median(pynative_step_seconds(model, [[5, 6, 7, 8, 9, 10]] * batch, steps + 1)))
-
-
-def pynative_dispatch_ms(blocking: bool, steps: int = 6, batch: int = 8, timeout: float = 300) -> float:
-    """Median milliseconds per PyNative ``decode_step`` in a FRESH process, with MindSpore's
-    default asynchronous operator dispatch or with ``ms.runtime.launch_blocking()`` (which
-    can be switched on only once per process — hence the subprocess)."""
-    cmd = [sys.executable, "-m", "course_lib.inference", "--time-decode", str(steps), str(batch)]
-    if blocking:
-        cmd.append("--blocking")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, GLOG_v="3"))
-    for line in proc.stdout.splitlines():
-        if line.startswith("DECODE_MS "):
-            return float(line.split()[1])
-    raise RuntimeError(f"timing subprocess failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
-
-
-if __name__ == "__main__":
-    if len(sys.argv) >= 4 and sys.argv[1] == "--time-decode":
-        if "--blocking" in sys.argv:
-            import mindspore as ms
-            ms.runtime.launch_blocking()
-        print(f"DECODE_MS {1000 * _time_decode(int(sys.argv[2]), int(sys.argv[3])):.3f}", flush=True)
-    else:
-        sys.exit("usage: python -m course_lib.inference --time-decode STEPS BATCH [--blocking]")
+    seconds = max(finished.values()) - min(r.arrival for r in requests)
+    return ServeReport(max_batch, completions, seconds, passes)

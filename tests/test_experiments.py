@@ -26,6 +26,13 @@ def test_decode_times_follow_generate(model, use_cache):
     assert run.ms.shape == (5,) and np.all(run.ms > 0) and run.use_cache == use_cache
 
 
+def test_repeats_keep_the_fastest_time_per_position(model):
+    run = decode_ms_by_position(model, PROMPT, 4, repeats=2)
+    assert run.tokens == generate(model, [PROMPT], 4)[0] and run.ms.shape == (3,)
+
+
 def test_decode_times_errors(model):
     with pytest.raises(ValueError, match="max_seq_len"):
         decode_ms_by_position(model, PROMPT, 10_000)
+    with pytest.raises(ValueError, match="repeats >= 1"):
+        decode_ms_by_position(model, PROMPT, 4, repeats=0)

@@ -164,3 +164,52 @@ def test_errors_say_what_to_do(alibi_model):
         generate(alibi_model, PROMPTS, 3, top_p=1.5)
     with pytest.raises(ValueError, match="max_seq_len"):
         generate(alibi_model, PROMPTS, 10_000)
+
+
+# ------------------------------------------------------------ the compiled engine (default)
+@pytest.mark.parametrize("which", ["alibi", "rope"])
+def test_engine_logits_equal_full_recompute(which, alibi_model, rope_model):
+    """KV cache == recompute: after prefill and two steps, the engine's logits (cache of
+    fixed slots, written in place) equal a no-cache forward of the whole sequence."""
+    from course_lib.generation import compiled_prefill
+    model = alibi_model if which == "alibi" else rope_model
+    engine = compiled_prefill(model, PROMPTS, 64)
+    fresh = prefill(model, PROMPTS, use_cache=False)
+    np.testing.assert_allclose(engine.logits, fresh.logits, atol=2e-5)
+    for tokens in ([100, 101, 102], [103, 104, 105]):
+        decode_step(model, engine, tokens)
+        decode_step(model, fresh, tokens)
+        np.testing.assert_allclose(engine.logits, fresh.logits, atol=2e-5)
+
+
+@pytest.mark.parametrize("which", ["alibi", "rope"])
+def test_device_greedy_equals_host_step_by_step(which, alibi_model, rope_model):
+    """The default greedy path (argmax on the device, ids fed back without the host) gives
+    the ids of the step-by-step loop that brings every step's logits to the host."""
+    from course_lib.generation import compiled_prefill, greedy_decode
+    model = alibi_model if which == "alibi" else rope_model
+    state = compiled_prefill(model, PROMPTS, 64)
+    device = greedy_decode(model, state, np.argmax(state.logits, -1), 7).tolist()
+    state = compiled_prefill(model, PROMPTS, 64)
+    host = []
+    for _ in range(8):
+        host.append(np.argmax(state.logits, -1).tolist())
+        decode_step(model, state, host[-1])
+    assert device == np.asarray(host).T.tolist()
+
+
+def test_engine_buffers_left_by_other_calls_change_nothing(alibi_model):
+    """Engines (and their cache buffers) are reused across calls of the same batch size and
+    bucket: what an earlier, longer generation left in the slots must not leak."""
+    short = generate(alibi_model, [[5, 6]], 4)
+    generate(alibi_model, [[7, 8, 9, 10, 11, 12, 13, 14]], 30)           # same bucket
+    assert generate(alibi_model, [[5, 6]], 4) == short == \
+        generate(alibi_model, [[5, 6]], 4, use_cache=False)
+
+
+def test_greedy_with_penalty_or_eos_takes_the_same_engine(alibi_model):
+    """Greedy + repetition penalty runs the host loop on the same compiled engine; greedy +
+    EOS stops on the device path. Both agree with the cache-free recompute."""
+    for kw in (dict(repetition_penalty=1.3), dict(eos_id=generate(alibi_model, PROMPTS, 3)[0][1])):
+        assert generate(alibi_model, PROMPTS, 6, **kw) == generate(alibi_model, PROMPTS, 6,
+                                                                   use_cache=False, **kw)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from course_lib import baichuan, internlm
+from course_lib import experiments as exp
 from course_lib import inference as inf
 from course_lib.baichuan import BaichuanForCausalLM
 from course_lib.generation import generate, prefill, decode_step
@@ -117,7 +118,7 @@ def test_clear_errors(models):
 def test_static_decode_step_gives_the_same_tokens(which, mode, models):
     model = models[which]
     expected = generate(model, PROMPTS, 5)
-    run = inf.static_generate(model, PROMPTS, 5, mode=mode)
+    run = exp.static_generate(model, PROMPTS, 5, mode=mode)
     assert run.tokens == expected
     assert run.mode == mode and len(run.step_seconds) == 3 and run.compile_seconds > 0
 
@@ -125,21 +126,21 @@ def test_static_decode_step_gives_the_same_tokens(which, mode, models):
 def test_static_decode_stops_rows_at_eos(models):
     model = models["alibi"]
     eos = generate(model, [PROMPTS[0]], 3)[0][2]
-    assert inf.static_generate(model, PROMPTS, 4, mode="pynative", eos_id=eos).tokens == \
+    assert exp.static_generate(model, PROMPTS, 4, mode="pynative", eos_id=eos).tokens == \
         generate(model, PROMPTS, 4, eos_id=eos)
 
 
 def test_static_generate_errors(models):
     with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
-        inf.static_generate(models["alibi"], PROMPTS, 0)
+        exp.static_generate(models["alibi"], PROMPTS, 0)
     with pytest.raises(ValueError, match="exceeds max_seq_len"):
-        inf.static_generate(models["alibi"], PROMPTS, 10_000)
+        exp.static_generate(models["alibi"], PROMPTS, 10_000)
 
 
 @pytest.mark.slow
 def test_dispatch_timing_runs_in_a_fresh_process():
     import mindspore as ms
     ms_before = ms.get_context("mode")
-    value = inf.pynative_dispatch_ms(blocking=True, steps=2, batch=2)
+    value = exp.pynative_dispatch_ms(blocking=True, steps=2, batch=2)
     assert value > 0
     assert ms.get_context("mode") == ms_before        # nothing changed in this process
