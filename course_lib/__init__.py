@@ -18,13 +18,14 @@ this table equal to the notebooks' imports):
                                    plots, tokenizer, trainer, training
     06 building Baichuan-13B ..... baichuan, hf_weights, internlm, layers, memory, tokenizer,
                                    training
-    07 pre-training, generation .. baichuan, callbacks, data, generation, hf_weights, layers,
-                                   memory, pipelines, plots, tokenizer, trainer
+    07 pre-training, generation .. baichuan, callbacks, data, experiments, generation,
+                                   hf_weights, layers, memory, pipelines, plots, tokenizer,
+                                   trainer
     08 InternLM + LoRA ........... data, generation, internlm, lora, memory, pipelines, sft, zoo
     09 merge, export, deploy ..... export, lora, sft, zoo
     10 distributed training ...... baichuan, distributed, memory
     11 mindnlp interop ........... data, internlm, interop, tokenizer
-    12 inference engineering ..... data, export, generation, inference, lora, zoo
+    12 inference engineering ..... data, experiments, export, generation, inference, lora, zoo
     13 PyTorch migration ......... baichuan, hf_weights, internlm, migration, training
     14 dynamic shapes, compiling . baichuan, data, migration, pipelines, runtime, tokenizer,
                                    training
@@ -32,7 +33,7 @@ this table equal to the notebooks' imports):
                                    lookalike, memory, pretrained
 
 Underneath, imported by the modules above: ``scale`` (``cl.pick``), ``validate`` (input
-checks), ``safeio`` (atomic writes), ``hf_tokenizer``, ``experiments`` (benchmarks).
+checks), ``safeio`` (atomic writes), ``hf_tokenizer``, ``measure`` and ``experiments`` (timings for notebooks and benchmarks).
 
 Import rule. A notebook starts with ``import course_lib as cl`` and ``cl.setup()``, then
 imports modules by name (``from course_lib import layers`` or ``from course_lib.layers

@@ -36,7 +36,7 @@ import mindspore as ms
 from mindspore import Tensor, nn, ops
 
 from .layers import MASK_VALUE, KVCache, attention_bias, positions_from_mask
-from .training import execution_mode
+from .runtime import execution_mode
 
 from .validate import check_generate_args
 

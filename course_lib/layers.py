@@ -354,21 +354,13 @@ class KVCache:
     Decoding token t then costs one row of attention instead of recomputing all t rows.
     Everything that changes the cache is one of its operations: ``append`` (a growing
     cache, PyNative), ``pad_left`` / ``concat`` / ``select_rows`` / ``drop_left`` (rows
-    joining and leaving a batch: dynamic batching), ``reserve`` + ``write_slot`` (fixed
-    length buffers that a compiled decode step fills slot by slot)."""
+    joining and leaving a batch: dynamic batching), ``reserve`` (fixed-length
+    buffers; the compiled decode step, ``generation.DecodeEngine``, writes them in place)."""
 
     def __init__(self, num_layers: int):
         self.keys: list = [None] * num_layers
         self.values: list = [None] * num_layers
 
-    @classmethod
-    def zeros(cls, num_layers: int, batch: int, num_heads: int, slots: int, head_dim: int,
-              dtype=ms.float32) -> "KVCache":
-        """Empty fixed-size buffers (B, H, slots, d) per layer, to ``write_slot`` into."""
-        cache = cls(num_layers)
-        cache.keys = [ops.zeros((batch, num_heads, slots, head_dim), dtype) for _ in range(num_layers)]
-        cache.values = [ops.zeros((batch, num_heads, slots, head_dim), dtype) for _ in range(num_layers)]
-        return cache
 
     @property
     def seq_len(self) -> int:
@@ -417,17 +409,11 @@ class KVCache:
         return self
 
     def reserve(self, length: int) -> "KVCache":
-        """Empty slots on the right up to ``length``: fixed-size buffers to ``write_slot`` into."""
+        """Empty slots on the right up to ``length`` (fixed-size buffers)."""
         def grow(t):
             b, h, s, d = t.shape
             return ops.cat((t, ops.zeros((b, h, length - s, d), t.dtype)), 2)
         return self._map(grow) if length > self.seq_len else self
-
-    @staticmethod
-    def write_slot(buffer, new, slot):
-        """``buffer`` (B, H, S, d) with the slot where ``slot`` (1, 1, S, 1) is True replaced
-        by ``new`` (B, H, 1, d): one select, the same shapes at every step."""
-        return ops.select(slot, new.astype(buffer.dtype).broadcast_to(buffer.shape), buffer)
 
     def nbytes(self) -> int:
         return sum(int(t.nbytes) for t in self.keys + self.values if t is not None)
@@ -506,14 +492,6 @@ class DecoderLayer(nn.Cell):
     def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
         x = x + self.self_attn(self.input_layernorm(x), bias, cos, sin, cache, layer_idx)
         return x + self.mlp(self.post_attention_layernorm(x))
-
-    def step(self, x, bias, cos, sin, keys, values, slot):
-        """The same block for one new token per row against fixed-size cache buffers (the
-        compiled decode step): its key/value go into ``slot``; returns x, keys, values."""
-        q, k, v = self.self_attn.heads(self.input_layernorm(x), cos, sin)
-        keys, values = KVCache.write_slot(keys, k, slot), KVCache.write_slot(values, v, slot)
-        x = x + self.self_attn.attend(q, keys, values, bias)
-        return x + self.mlp(self.post_attention_layernorm(x)), keys, values
 
 
 class DecoderModel(nn.Cell):

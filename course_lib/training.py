@@ -23,7 +23,6 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.ops import composite as C
 
 from .pipelines import IGNORE_INDEX
-from .runtime import execution_mode  # noqa: F401  (generation.py still imports it from here)
 
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
 

@@ -5,7 +5,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "course_lib"
 LIMIT = 60
 # Files another change is splitting; remove an entry once its file complies.
-PENDING = {"inference.py": {"serve"}}
+PENDING: dict = {}   # file -> function names allowed to exceed the limit (none)
 
 
 def _long_functions():
