@@ -27,6 +27,7 @@ from mindspore.train import Model
 from .blocks import count_parameters
 from .data import LABELS
 from .sft import answer_logprobs
+from .safeio import atomic_write, write_text_atomic
 
 EXPORT_FORMAT = "course_lib.export/1"
 
@@ -63,12 +64,15 @@ def export_mindir(model, input_shape: tuple[int, int], path) -> ExportInfo:
         path = path.with_suffix("")
     path.parent.mkdir(parents=True, exist_ok=True)
     model.set_train(False)
-    ms.export(model, Tensor(np.zeros(shape, np.int32)), file_name=str(path),
-              file_format="MINDIR")
     file = path.with_suffix(".mindir")
+    # Atomic: a killed or failed export leaves the previous .mindir (if any) whole.
+    # ms.export appends ".mindir" to file_name, so the temp name is given without it.
+    atomic_write(file, lambda tmp: ms.export(model, Tensor(np.zeros(shape, np.int32)),
+                                             file_name=str(tmp.with_suffix("")),
+                                             file_format="MINDIR"))
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
-    _meta_path(file).write_text(json.dumps({"format": EXPORT_FORMAT, "input_shape": shape,
-                                            "input_dtype": "int32", "vocab_size": vocab}))
+    write_text_atomic(_meta_path(file), json.dumps({"format": EXPORT_FORMAT, "input_shape": shape,
+                                                    "input_dtype": "int32", "vocab_size": vocab}))
     params = 4 * count_parameters(model)
     return ExportInfo(file, shape, file.stat().st_size, params)
 

@@ -211,3 +211,28 @@ def test_corrupt_cached_tokenizer_is_rebuilt(tmp_path, monkeypatch, capsys):
     assert tok.encode("人民日报") == shipped.encode("人民日报")
     assert str(cached) in capsys.readouterr().out
     assert tk.load_tokenizer().vocab_size == shipped.vocab_size
+
+
+def test_failed_mindir_export_keeps_the_previous_export(tmp_path, monkeypatch):
+    """``export_mindir`` over an existing export: an export that dies half-way (here: writes
+    part of the file, then raises) leaves the previous ``.mindir`` byte-identical and loadable."""
+    import mindspore as ms
+    from course_lib import export
+    from course_lib.internlm import InternLMForCausalLM, tiny
+
+    model = InternLMForCausalLM(tiny(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64))
+    info = export.export_mindir(model, (1, 8), tmp_path / "lm")
+    before = info.path.read_bytes()
+
+    def dies_half_way(net, *inputs, file_name, file_format):
+        with open(file_name + ".mindir", "wb") as f:
+            f.write(before[: len(before) // 2])
+        raise RuntimeError("killed during export")
+
+    monkeypatch.setattr(ms, "export", dies_half_way)
+    with pytest.raises(RuntimeError, match="killed during export"):
+        export.export_mindir(model, (1, 8), tmp_path / "lm")
+    assert info.path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lm.json", "lm.mindir"]
+    monkeypatch.undo()
+    assert export.load_mindir(info.path).input_shape == (1, 8)
