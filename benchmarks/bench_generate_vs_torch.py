@@ -24,6 +24,8 @@ import numpy as np
 import torch
 
 import course_lib as cl
+from _common import add_model_arguments
+from course_lib.layers import swiglu_width
 from course_lib import internlm
 from course_lib.generation import generate
 from course_lib.hf_weights import llama_config_kwargs, state_dict
@@ -60,11 +62,7 @@ def timed(fn):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--prompt", type=int, default=16)
-    ap.add_argument("--new", type=int, nargs="+", default=[64, 256])
+    add_model_arguments(ap)
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0,
@@ -77,7 +75,7 @@ def main():
         torch.set_num_threads(args.threads)
     cl.setup(device="CPU", seed=0, quiet=True)
     cfg = internlm.tiny(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
-                        intermediate_size=int(args.hidden * 8 / 3 + 31) // 32 * 32)
+                        intermediate_size=swiglu_width(args.hidden))
     model = InternLMForCausalLM(cfg)
     model.set_train(False)
     hf = torch_twin(model)

@@ -29,6 +29,8 @@ if not ("--dispatch" in sys.argv and sys.argv[sys.argv.index("--dispatch") + 1:]
     os.environ["MS_DEV_LAUNCH_BLOCKING"] = "1"     # must precede the MindSpore import
 
 import course_lib as cl
+from _common import add_model_arguments
+from course_lib.layers import swiglu_width
 from course_lib import baichuan
 from course_lib.baichuan import BaichuanForCausalLM
 from course_lib.experiments import decode_ms_by_position
@@ -41,11 +43,7 @@ def load() -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--prompt", type=int, default=16)
-    ap.add_argument("--new", type=int, nargs="+", default=[64, 256])
+    add_model_arguments(ap)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--position-repeats", type=int, default=3,
                     help="ms/token by position: fastest of this many decodes per position")
@@ -56,7 +54,7 @@ def main():
     print(f"PyNative dispatch: {args.dispatch}")
     cl.setup(device="CPU", mode="pynative", seed=0, quiet=True)
     cfg = baichuan.tiny(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
-                        intermediate_size=int(args.hidden * 8 / 3 + 31) // 32 * 32)
+                        intermediate_size=swiglu_width(args.hidden))
     model = BaichuanForCausalLM(cfg)
     prompt = [[(7 + 31 * i) % cfg.vocab_size for i in range(args.prompt)]]
     print(f"model: Baichuan tiny twin (ALiBi), hidden {cfg.hidden_size}, {cfg.num_layers} layers, "
