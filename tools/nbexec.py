@@ -11,7 +11,6 @@ import nbformat
 from nbclient import NotebookClient
 
 KERNEL = "mindspore-course"
-CHECK_TAG = "nbval-check-output"   # nbval reads cell tags; learners never see them
 RECORD_KEY = "course"               # cell.metadata[RECORD_KEY]["source_sha1"], nb-level "scale"
 # Outputs a static page cannot show (live widgets): the headless run already draws a picture.
 DROP_MIMES = ("application/vnd.jupyter.widget-view+json",)
