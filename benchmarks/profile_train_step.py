@@ -24,8 +24,9 @@ import course_lib as cl  # noqa: E402
 from bench_baichuan_vs_torch import SIZES, build_pair, load_average  # noqa: E402
 
 
-def profile_mindspore(step, steps: int) -> tuple[dict, float]:
-    """{op type: ms per step} from MindSpore's CPU profiler, and the wall ms per step."""
+def profile_mindspore(step, steps: int) -> tuple[dict, dict, float]:
+    """{op type: ms per step} and {op type: calls per step} from MindSpore's CPU profiler,
+    and the wall ms per step."""
     from mindspore.profiler import Profiler
     out = tempfile.mkdtemp(prefix="ms_profile_")
     profiler = Profiler(output_path=out)
@@ -37,21 +38,25 @@ def profile_mindspore(step, steps: int) -> tuple[dict, float]:
     path = glob.glob(os.path.join(out, "**", "cpu_op_type_info_0.csv"), recursive=True)[0]
     with open(path) as f:
         rows = list(csv.DictReader(f))
-    return {r["op_type"]: float(r["total_compute_time"]) / steps for r in rows}, wall
+    return ({r["op_type"]: float(r["total_compute_time"]) / steps for r in rows},
+            {r["op_type"]: int(r["type_occurrences"]) / steps for r in rows}, wall)
 
 
-def profile_torch(step, steps: int) -> tuple[dict, float]:
-    """{aten op: self CPU ms per step} from torch.profiler, and the wall ms per step."""
+def profile_torch(step, steps: int) -> tuple[dict, dict, float]:
+    """{aten op: self CPU ms per step} and {aten op: calls per step} from torch.profiler,
+    and the wall ms per step."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         start = time.perf_counter()
         for _ in range(steps):
             step()
         wall = (time.perf_counter() - start) / steps * 1e3
-    times = {e.key: e.self_cpu_time_total / 1e3 / steps for e in prof.key_averages()}
-    return {k: v for k, v in times.items() if v > 0}, wall
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    return ({e.key: e.self_cpu_time_total / 1e3 / steps for e in events},
+            {e.key: e.count / steps for e in events}, wall)
 
 
-def show(name: str, times: dict, wall: float, top: int) -> None:
+def show(name: str, profile: tuple, top: int) -> None:
+    times, _, wall = profile
     total = sum(times.values())
     print(f"{name}: step wall {wall:.1f} ms, summed operator time {total:.1f} ms/step "
           f"({len(times)} operator types)")
@@ -72,10 +77,9 @@ def main():
     _, ms_step, t_step = build_pair(hidden, layers, heads, batch, seq)
     for _ in range(2):                    # compile and warm up both
         ms_step(), t_step()
-    t_times, t_wall = profile_torch(t_step, args.steps)
-    ms_times, ms_wall = profile_mindspore(ms_step, args.steps)
-    show("PyTorch eager (torch.profiler, self CPU time)", t_times, t_wall, args.top)
-    show("MindSpore GRAPH (MindSpore profiler, CPU kernels)", ms_times, ms_wall, args.top)
+    show("PyTorch eager (torch.profiler, self CPU time)", profile_torch(t_step, args.steps), args.top)
+    show("MindSpore GRAPH (MindSpore profiler, CPU kernels)",
+         profile_mindspore(ms_step, args.steps), args.top)
     print(f"after: {load_average()}")
 
 

@@ -223,9 +223,13 @@ def rope_inverse_frequencies(head_dim: int, base: float = 10000.0) -> np.ndarray
 
 def rotate_half(x):
     """[x1, x2] -> [-x2, x1] on the last axis (Hugging Face's layout: the two halves of the
-    head are the pairs, not interleaved even/odd features)."""
-    half = x.shape[-1] // 2
-    return ops.cat((-x[..., half:], x[..., :half]), -1)
+    head are the pairs, not interleaved even/odd features).
+
+    One ``Split`` kernel instead of two slices ``x[..., half:]``, ``x[..., :half]``: on CPU
+    MindSpore's StridedSlice kernel costs ~40 us even for a (8, 8, 1, 32) tensor
+    (``benchmarks/profile_decode.py``), and every decode step rotates 2 tensors per layer."""
+    x1, x2 = ops.split(x, x.shape[-1] // 2, -1)
+    return ops.cat((-x2, x1), -1)
 
 
 def apply_rotary(q, k, cos, sin):
@@ -455,8 +459,12 @@ class Attention(nn.Cell):
     def heads(self, x, cos=None, sin=None):
         """x (B, T, hidden) -> q, k, v (B, H, T, d), q and k rotated when RoPE is used."""
         batch, length, _ = x.shape
-        q, k, v = (ops.transpose(t.reshape(batch, length, self.num_heads, self.head_dim),
-                                 (0, 2, 1, 3)) for t in self.project_qkv(x))
+        if length == 1:     # one new token (decoding): moving a unit axis is a free reshape
+            q, k, v = (t.reshape(batch, self.num_heads, 1, self.head_dim)
+                       for t in self.project_qkv(x))
+        else:
+            q, k, v = (ops.transpose(t.reshape(batch, length, self.num_heads, self.head_dim),
+                                     (0, 2, 1, 3)) for t in self.project_qkv(x))
         if cos is not None:
             q, k = apply_rotary(q, k, cos, sin)
         return q, k, v
@@ -467,8 +475,10 @@ class Attention(nn.Cell):
         probs = self.attention_weights(_matmul_transpose_b(q, k), bias)
         if v.dtype != ms.float32:
             probs = probs.astype(v.dtype)
-        out = ops.transpose(_batch_matmul(probs, v), (0, 2, 1, 3)).reshape(batch, length, self.hidden_size)
-        return self.o_proj(out)
+        out = _batch_matmul(probs, v)                                  # (B, H, T, d)
+        if length > 1:
+            out = ops.transpose(out, (0, 2, 1, 3))
+        return self.o_proj(out.reshape(batch, length, self.hidden_size))
 
     def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
         q, k, v = self.heads(x, cos, sin)                             # (B, H, T, d)
