@@ -365,7 +365,6 @@ class KVCache:
         self.keys: list = [None] * num_layers
         self.values: list = [None] * num_layers
 
-
     @property
     def seq_len(self) -> int:
         return 0 if self.keys[0] is None else int(self.keys[0].shape[2])

@@ -207,15 +207,13 @@ class Isolated:
         """The function's return value (JSON round trip); RuntimeError with the child's
         stderr if it failed, crashed or ran longer than ``timeout`` seconds."""
         try:
-            code = self.proc.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            self._stderr.close()
-            self._dir.cleanup()
-            raise RuntimeError(f"{self.what} in a fresh process did not finish within "
-                               f"{self.timeout:g} s and was killed.") from None
-        try:
+            try:
+                code = self.proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(f"{self.what} in a fresh process did not finish within "
+                                   f"{self.timeout:g} s and was killed.") from None
             if code != 0:
                 self._stderr.seek(0)
                 raise IsolatedError(code, f"{self.what} in a fresh process failed (exit code "
