@@ -26,18 +26,14 @@ from dataclasses import replace
 import numpy as np
 
 import course_lib as cl
-from course_lib.scale import current_scale
+from course_lib.scale import at_scale, current_scale
 
 
 def base(scale: str):
     """The zoo base trained with the recipe of ``scale`` (cached after the first call)."""
     from course_lib import zoo
-    saved = os.environ.get("COURSE_SCALE")
-    os.environ["COURSE_SCALE"] = scale
-    try:
+    with at_scale(scale):
         return zoo.load_or_train("internlm-tiny")
-    finally:
-        os.environ["COURSE_SCALE"] = saved or "full"
 
 
 def run(scale: str, method: str, steps: int, train, test, recipe) -> tuple[float, float]:

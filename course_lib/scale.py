@@ -7,6 +7,7 @@
 Notebooks never branch on the scale; they ask ``pick(ci=..., full=...)`` for a number.
 """
 import os
+from contextlib import contextmanager
 
 SCALES = ("ci", "full")
 
@@ -24,3 +25,20 @@ def current_scale() -> str:
 def pick(ci, full):
     """Return ``ci`` or ``full`` for the scale in force (read at call time)."""
     return ci if current_scale() == "ci" else full
+
+
+@contextmanager
+def at_scale(scale: str):
+    """Run a block at ``COURSE_SCALE=scale`` (e.g. load the full-scale zoo model from a
+    CI-scale script); the variable is restored exactly afterwards (unset if it was)."""
+    if scale not in SCALES:
+        raise ValueError(f"Unknown scale {scale!r}; use one of {SCALES}.")
+    saved = os.environ.get("COURSE_SCALE")
+    os.environ["COURSE_SCALE"] = scale
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("COURSE_SCALE", None)
+        else:
+            os.environ["COURSE_SCALE"] = saved
