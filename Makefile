@@ -17,7 +17,7 @@ ROOT_ARGS := $(if $(filter 0,$(USER_ID)),--allow-root)
 # The python of the ModelArts image's MindSpore environment (`conda activate` it first).
 MODELARTS_PYTHON ?= python
 
-.PHONY: lab test unit notebooks course kernel venv record clean-venv modelarts modelarts-course
+.PHONY: lab test unit notebooks course kernel venv record base clean-venv modelarts modelarts-course
 
 venv: $(STAMP)
 
@@ -71,6 +71,12 @@ NB    ?= $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 SCALE ?= full
 record: venv kernel
 	$(HEADLESS_ENV) $(BIN)/python tools/record_notebook.py --scale $(SCALE) $(NB)
+
+# Maintainers: rebuild the shipped base in data/base/ from scratch (full-scale recipe of
+# course_lib.zoo, about 10 min on 2 cores); then update its SHA-256 and perplexity in
+# data/README.md (tests/test_shipped_base.py checks them).
+base: venv
+	$(HEADLESS_ENV) $(BIN)/python -m course_lib.zoo build-base
 
 clean-venv:
 	rm -rf $(VENV)

@@ -12,6 +12,11 @@ and a new entry is trained; nothing stale is ever reused.
 * ``internlm-tiny``: InternLM architecture (``course_lib.internlm.tiny()``: hidden 128,
   2 layers, 4 heads, vocab 8000) pretrained on the People's Daily news corpus, part of it
   in the chat template as "continue this news" exchanges (``pretraining_texts``).
+  By default (``COURSE_BASE=shipped``) this is the base that ships with the course in
+  ``data/base/`` (trained once with the full-scale recipe by ``python -m course_lib.zoo
+  build-base``; float16 safetensors + config.json + tokenizer, SHA-256 in data/README.md):
+  no chapter waits for pretraining. ``COURSE_BASE=own`` trains (and caches) the base with
+  the recipe of the scale in force instead.
 * ``internlm-tiny-sentiment-lora``: that base plus a LoRA adapter (r=8 on all seven linear
   layers of every decoder layer, ``LORA_TARGETS``) fine-tuned on the review-sentiment SFT
   data (``course_lib.sft``); only the adapter (a few hundred KB) is cached, the base comes
@@ -21,6 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -29,7 +36,7 @@ import numpy as np
 
 from .runtime import cache_dir, seed_everything
 from .safeio import atomic_write
-from .scale import current_scale, pick
+from .scale import at_scale, current_scale, pick
 
 ZOO_FORMAT = "course_lib.zoo/1"
 BASE = "internlm-tiny"
@@ -109,7 +116,8 @@ class ZooInfo:
     train_seconds: float = 0.0
 
     def __str__(self) -> str:
-        how = "trained now" if self.trained_now else "loaded from cache"
+        how = ("trained now" if self.trained_now else "shipped with the course (data/base)"
+               if self.key.startswith("shipped-") else "loaded from cache")
         extra = ", ".join(f"{k} {v:.4g}" for k, v in self.metrics.items())
         return f"{self.name} [{self.key}] {how}" + (f" ({extra})" if extra else "")
 
@@ -192,8 +200,7 @@ def _pretrain(recipe: PretrainRecipe, tokenizer, progress: bool):
                               recipe.seed)
     train = lm_dataset(texts, tokenizer, recipe.block_size, recipe.batch_size, shuffle=True,
                        seed=recipe.seed)
-    val = lm_dataset(splits.validation[: max(1, recipe.max_docs // 10)], tokenizer,
-                     recipe.block_size, recipe.batch_size, shuffle=False)
+    val = validation_dataset(recipe, tokenizer)
     callbacks = [ProgressBar(recipe.steps, "pretrain internlm-tiny")] if progress else []
     trainer = LLMTrainer(model, train, val, lr=recipe.lr, steps=recipe.steps,
                          warmup_steps=recipe.warmup_steps, weight_decay=recipe.weight_decay,
@@ -204,6 +211,14 @@ def _pretrain(recipe: PretrainRecipe, tokenizer, progress: bool):
     seconds = time.perf_counter() - start
     model.set_train(False)
     return model, {"loss": history["loss"], "lr": history["lr"]}, trainer, seconds
+
+
+def validation_dataset(recipe: PretrainRecipe, tokenizer):
+    """The held-out news split a base of ``recipe`` is evaluated on (never trained on)."""
+    from .data import news_splits
+    from .pipelines import lm_dataset
+    docs = news_splits().validation[: max(1, recipe.max_docs // 10)]
+    return lm_dataset(docs, tokenizer, recipe.block_size, recipe.batch_size, shuffle=False)
 
 
 def _metrics(trainer, history) -> dict:
@@ -259,11 +274,22 @@ def _write_info(meta: Path, info: "ZooInfo") -> None:
          "train_seconds": info.train_seconds}), encoding="utf-8"))
 
 
-def load_base(tokenizer=None, *, retrain: bool = False, progress: bool = True, **overrides):
-    """The news-pretrained InternLM-tiny: ``(model, tokenizer, ZooInfo)``."""
+def load_base(tokenizer=None, *, source: str | None = None, retrain: bool = False,
+              progress: bool = True, **overrides):
+    """The news-pretrained InternLM-tiny: ``(model, tokenizer, ZooInfo)``.
+
+    ``source`` (default: ``COURSE_BASE``, else ``"shipped"``): ``"shipped"`` loads the base
+    in ``data/base/`` (the same at every scale; nothing is trained); ``"own"`` trains the
+    recipe of the scale in force (``overrides`` change it) and caches the result."""
     import mindspore as ms
     from .tokenizer import load_tokenizer
 
+    source = base_source(source)
+    if source == "shipped":
+        if retrain or overrides:
+            raise ValueError("retrain/recipe overrides apply to a base you train yourself: "
+                             "pass source='own' (or set COURSE_BASE=own).")
+        return load_shipped_base(tokenizer)
     tokenizer = tokenizer or load_tokenizer()
     recipe = pretrain_recipe(**overrides)
     key = cache_key(BASE, recipe, tokenizer)
@@ -290,6 +316,135 @@ def load_base(tokenizer=None, *, retrain: bool = False, progress: bool = True, *
     info.metrics = _metrics(trainer, history)
     _write_info(meta, info)
     return model, tokenizer, info
+
+
+# --------------------------------------------------------------------------------------
+# The shipped base: data/base/ (the offline equivalent of from_pretrained("a hub name"))
+# --------------------------------------------------------------------------------------
+BASE_SOURCES = ("shipped", "own")
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "data" / "base"
+SHIPPED_WEIGHTS = "model.safetensors"
+PROVENANCE = "provenance.json"
+EVAL_BATCHES = 8            # validation batches behind every base perplexity the zoo reports
+
+
+def base_source(source: str | None = None) -> str:
+    """``"shipped"`` (default) or ``"own"``: ``source``, else ``COURSE_BASE``."""
+    value = (source or os.environ.get("COURSE_BASE") or "shipped").strip().lower()
+    if value not in BASE_SOURCES:
+        raise ValueError(f"COURSE_BASE={value!r} is not a base source; use 'shipped' (the base "
+                         "in data/base/, nothing to train) or 'own' (train it with the recipe "
+                         "of COURSE_SCALE, as chapter 07 teaches).")
+    return value
+
+
+def sha256_of(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shipped_provenance(directory: Path = SHIPPED_DIR) -> dict:
+    """``data/base/provenance.json``: recipe, loss history, metrics, SHA-256 of the weights."""
+    path = Path(directory) / PROVENANCE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise FileNotFoundError(
+            f"The shipped base is incomplete: {path} is missing or unreadable ({err}). Restore "
+            "it with `git checkout -- data/base`, rebuild it with `make base`, or train your "
+            "own with COURSE_BASE=own.") from None
+
+
+def _check_shipped(directory: Path, provenance: dict, tokenizer) -> str:
+    weights = directory / SHIPPED_WEIGHTS
+    if not weights.is_file():
+        raise FileNotFoundError(f"No {weights}: restore it with `git checkout -- data/base` "
+                                "or rebuild it with `make base` (or use COURSE_BASE=own).")
+    digest = sha256_of(weights)
+    if digest != provenance["sha256"]:
+        raise ValueError(
+            f"{weights} is not the shipped base: SHA-256 {digest[:16]}..., expected "
+            f"{provenance['sha256'][:16]}... (changed, truncated, or a Git LFS pointer). "
+            "Restore it with `git checkout -- data/base` or rebuild it with `make base`.")
+    if _tokenizer_digest(tokenizer) != provenance["tokenizer"]:
+        raise ValueError("This tokenizer is not the one the shipped base was trained with "
+                         f"(vocabulary digest {_tokenizer_digest(tokenizer)}, expected "
+                         f"{provenance['tokenizer']}): use course_lib.tokenizer.load_tokenizer().")
+    return digest
+
+
+def load_shipped_base(tokenizer=None, directory: Path = SHIPPED_DIR):
+    """The base in ``data/base/`` (float16 on disk, float32 in memory), checked against its
+    provenance: ``(model, tokenizer, ZooInfo)``. Trains nothing, writes nothing."""
+    from .hf_weights import load_pretrained
+    from .tokenizer import load_tokenizer
+    directory = Path(directory)
+    provenance = shipped_provenance(directory)
+    tokenizer = tokenizer or load_tokenizer()
+    digest = _check_shipped(directory, provenance, tokenizer)
+    model = load_pretrained(directory)
+    model.set_train(False)
+    info = ZooInfo(BASE, f"shipped-{digest[:12]}", directory / SHIPPED_WEIGHTS, False,
+                   provenance["recipe"], provenance["history"], provenance["metrics"],
+                   provenance["train_seconds"])
+    return model, tokenizer, info
+
+
+def validation_perplexity(model, tokenizer=None, recipe: PretrainRecipe | None = None, *,
+                          data=None, max_batches: int | None = EVAL_BATCHES) -> dict:
+    """``{"loss", "perplexity"}`` of ``model`` on the first ``max_batches`` batches of
+    ``data`` (default: the held-out split of ``recipe``, by default the full-scale recipe
+    the shipped base was trained with; ``max_batches=None`` reads all of ``data``)."""
+    from .trainer import LLMTrainer
+    if data is None:
+        if recipe is None:
+            with at_scale("full"):
+                recipe = pretrain_recipe()
+        data = validation_dataset(recipe, tokenizer)
+    return LLMTrainer(model, data, data, steps=1, mode="graph",
+                      eval_batches=max_batches).evaluate()
+
+
+def build_base(out_dir: Path = SHIPPED_DIR, *, reuse_cache: bool = False,
+               progress: bool = True) -> dict:
+    """Rebuild ``data/base/``: pretrain InternLM-tiny with the full-scale recipe (seeded,
+    GRAPH mode; ``reuse_cache`` takes the zoo's cached run instead of training again),
+    save it as float16 safetensors + config.json + tokenizer.json, measure the float16
+    weights' validation perplexity, and write provenance.json. Returns the provenance."""
+    import mindspore as ms
+    from .hf_weights import load_pretrained, save_pretrained
+    from .tokenizer import SHIPPED_PATH
+    with at_scale("full"):
+        recipe = pretrain_recipe()
+        model, tok, info = load_base(source="own", retrain=not reuse_cache, progress=progress)
+    out_dir = Path(out_dir)
+    staging = out_dir.with_name(f".tmp-{out_dir.name}")
+    shutil.rmtree(staging, ignore_errors=True)
+    save_pretrained(model, staging, dtype=np.float16)
+    shutil.copyfile(SHIPPED_PATH, staging / "tokenizer.json")
+    val = validation_perplexity(load_pretrained(staging), tok, recipe)
+    provenance = {"recipe": info.recipe, "sha256": sha256_of(staging / SHIPPED_WEIGHTS),
+                  "tokenizer": _tokenizer_digest(tok), "eval_batches": EVAL_BATCHES,
+                  "metrics": {**info.metrics, "val_loss_float16": val["loss"],
+                              "val_perplexity_float16": val["perplexity"]},
+                  "train_seconds": info.train_seconds, "history": info.history,
+                  "built_with": {"mindspore": ms.__version__, "numpy": np.__version__}}
+    (staging / PROVENANCE).write_text(json.dumps(provenance, indent=1), encoding="utf-8")
+    _swap_directory(staging, out_dir)
+    return provenance
+
+
+def _swap_directory(new: Path, target: Path) -> None:
+    """Replace ``target`` by the complete directory ``new`` (the old one stays until then)."""
+    old = target.with_name(f".old-{target.name}")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    new.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def sentiment_examples(n_train: int | None = None, n_eval: int | None = None):
@@ -366,3 +521,25 @@ def load_or_train(name: str = BASE, **kwargs):
     if name not in loaders:
         raise ValueError(f"Unknown zoo model {name!r}; available: {list(loaders)}.")
     return loaders[name](**kwargs)
+
+
+def main(argv=None) -> None:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m course_lib.zoo",
+                                 description="The course's model zoo.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build-base", help="rebuild data/base/ (about 11 min on 2 cores)")
+    build.add_argument("--out", type=Path, default=SHIPPED_DIR)
+    build.add_argument("--reuse-cache", action="store_true",
+                       help="use the zoo's cached full-scale run instead of training again")
+    args = ap.parse_args(argv)
+    import course_lib as cl
+    cl.setup(device="CPU", seed=0, quiet=True)
+    prov = build_base(args.out, reuse_cache=args.reuse_cache)
+    print(f"{args.out}: sha256 {prov['sha256']}; validation perplexity (float16 weights) "
+          f"{prov['metrics']['val_perplexity_float16']:.2f}; trained in "
+          f"{prov['train_seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -21,6 +21,7 @@ def zoo_dir(tmp_path_factory):
         return path
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(zoo, "cache_dir", private)
+        mp.setenv("COURSE_BASE", "own")      # these tests train their own small bases
         yield root / "zoo"
 
 
