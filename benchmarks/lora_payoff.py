@@ -1,20 +1,21 @@
-"""Does LoRA learn chapter 08's sentiment task? Accuracy by base model and number of steps.
+"""Does LoRA learn chapter 08's sentiment task? Accuracy by base, recipe scale and steps.
 
-    COURSE_SCALE=ci .venv/bin/python benchmarks/lora_payoff.py [--steps 60 200 --n-eval 96]
+    .venv/bin/python benchmarks/lora_payoff.py [--scales ci full] [--bases shipped own]
+                                               [--steps N ...]
 
-Chapter 08 fine-tunes ``zoo``'s news-pretrained InternLM-tiny on review sentiment. This
-script runs the chapter's CI-scale LoRA recipe (``zoo.lora_recipe()`` at the scale in force:
-r=8 on all seven linear layers, lr 5e-3, batch 8, 480 training reviews) and full
-fine-tuning (lr 1e-3) on two bases:
+Chapter 08 fine-tunes the zoo's news-pretrained InternLM-tiny on review sentiment. For each
+``--scales`` entry this script takes that scale's LoRA recipe (``zoo.lora_recipe()``: r=8 on
+all seven linear layers, lr 5e-3) and chapter 08's test reviews at that scale (``N_EVAL``),
+and on each base
 
-* the base of the scale in force (``zoo.load_or_train("internlm-tiny")``: 60 pretraining
-  steps at CI scale), and
-* the full-scale base (1200 steps of batch 16 x 128; trained and cached on first use, about
-  11 minutes on a 2-core CPU),
+* ``shipped``: the base in ``data/base/`` (the default of every chapter), and
+* ``own``: the base trained with that scale's pretraining recipe (``COURSE_BASE=own``;
+  trained and cached on first use: seconds at ci, about 10 minutes at full),
 
-for each ``--steps`` count, and prints test accuracy next to the majority-class baseline
-(``--n-eval`` test reviews). It is the measurement behind issue 10's item 6 (chapter 08's
-LoRA payoff at CI scale) and behind the table in notebook 08, section 7.
+prints the majority-class baseline and the test accuracy before fine-tuning, after LoRA and
+after full fine-tuning (lr 1e-3, the same data and schedule) -- for the recipe's own number
+of steps, or for each ``--steps`` count. It is the measurement behind the table in notebook
+08, section 7, and behind benchmarks/RESULTS.md's "LoRA payoff" section.
 """
 from __future__ import annotations
 
@@ -26,53 +27,61 @@ from dataclasses import replace
 import numpy as np
 
 import course_lib as cl
-from course_lib.scale import at_scale, current_scale
+from course_lib.scale import at_scale
+
+N_EVAL = {"ci": 200, "full": 600}     # notebook 08's N_EVAL at each scale
+FULL_LR = 1e-3                         # notebook 08's full fine-tuning lr
 
 
-def base(scale: str):
-    """The zoo base trained with the recipe of ``scale`` (cached after the first call)."""
+def fresh_base(source: str):
     from course_lib import zoo
-    with at_scale(scale):
-        return zoo.load_or_train("internlm-tiny")
+    return zoo.load_base(source=source, progress=False)
 
 
-def run(scale: str, method: str, steps: int, train, test, recipe) -> tuple[float, float]:
-    """(test accuracy, seconds) after fine-tuning a fresh copy of the ``scale`` base."""
+def run(source: str, method: str, recipe, train, test) -> tuple[float, float]:
+    """(test accuracy, seconds) after fine-tuning a fresh copy of the base."""
     from course_lib import sft, zoo
-    model, tok, _ = base(scale)
+    model, tok, _ = fresh_base(source)
     start = time.perf_counter()
     if method == "lora":
-        zoo.sentiment_lora_run(model, tok, replace(recipe, steps=steps), progress=False)
-    else:
-        sft.finetune(model, tok, train, method="full", steps=steps, lr=1e-3,
+        zoo.sentiment_lora_run(model, tok, recipe, progress=False)
+    elif method == "full":
+        sft.finetune(model, tok, train, method="full", steps=recipe.steps, lr=FULL_LR,
                      batch_size=recipe.batch_size, max_len=recipe.max_len,
                      warmup_steps=recipe.warmup_steps, seed=recipe.seed)
     seconds = time.perf_counter() - start
     return sft.accuracy(model, tok, test, recipe.max_len, batch_size=32), seconds
 
 
+def scale_rows(scale: str, sources, steps_list):
+    from course_lib import zoo
+    with at_scale(scale):
+        recipe = zoo.lora_recipe()
+        train, _, test = zoo.sentiment_examples(recipe.train_examples, N_EVAL[scale])
+        positive = np.mean([label for _, label in test])
+        print(f"\nscale {scale!r}: {recipe}\n{len(test)} test reviews, majority-class "
+              f"baseline {max(positive, 1 - positive):.3f}")
+        for source in sources:
+            print(f"  base {source}: {fresh_base(source)[2]}")
+            print(f"    before fine-tuning: accuracy {run(source, 'none', recipe, train, test)[0]:.3f}")
+            for steps in steps_list or [recipe.steps]:
+                for method in ("lora", "full"):
+                    acc, sec = run(source, method, replace(recipe, steps=steps), train, test)
+                    print(f"    {method:<4} {steps:4d} steps: accuracy {acc:.3f} ({sec:.1f} s)",
+                          flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, nargs="+", default=[60, 200])
-    ap.add_argument("--n-eval", type=int, default=96)
+    ap.add_argument("--scales", nargs="+", default=["ci", "full"], choices=["ci", "full"])
+    ap.add_argument("--bases", nargs="+", default=["shipped"], choices=["shipped", "own"])
+    ap.add_argument("--steps", type=int, nargs="+", help="default: each recipe's own steps")
     args = ap.parse_args()
     cl.setup(device="CPU", seed=0, quiet=True)
-    from course_lib import zoo
-    scale = current_scale()
-    recipe = zoo.lora_recipe()
-    train, _, test = zoo.sentiment_examples(recipe.train_examples, args.n_eval)
-    positive = np.mean([label for _, label in test])
-    print(f"load average {os.getloadavg()[0]:.2f}; recipe of scale {scale!r}: {recipe}")
-    print(f"{len(test)} test reviews, majority-class baseline {max(positive, 1 - positive):.3f}")
-    for base_scale in dict.fromkeys([scale, "full"]):
-        _, _, info = base(base_scale)
-        print(f"base pretrained at scale {base_scale!r}: {info}")
-        for method in ("lora", "full"):
-            for steps in args.steps:
-                acc, seconds = run(base_scale, method, steps, train, test, recipe)
-                print(f"    {method:<4} {steps:4d} steps: accuracy {acc:.3f} ({seconds:.1f} s)",
-                      flush=True)
-    print(f"load average {os.getloadavg()[0]:.2f}")
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min)")
+    for scale in args.scales:
+        scale_rows(scale, args.bases, args.steps)
+    print(f"\nload average {os.getloadavg()[0]:.2f} (1 min)")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ this table equal to the notebooks' imports):
                                    training
     07 pre-training, generation .. baichuan, callbacks, data, experiments, generation,
                                    hf_weights, layers, memory, pipelines, plots, tokenizer,
-                                   trainer
+                                   trainer, zoo
     08 InternLM + LoRA ........... data, generation, internlm, lora, memory, pipelines, sft, zoo
     09 merge, export, deploy ..... export, lora, sft, zoo
     10 distributed training ...... baichuan, distributed, memory
