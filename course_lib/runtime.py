@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +218,11 @@ class Isolated:
             [sys.executable, "-c", _CHILD, module, name, str(args_path), str(self._out)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
             env=child_env, cwd=cwd, start_new_session=True)
+        self.started = time.monotonic()
+
+    def done(self) -> bool:
+        """The child has ended, or has used up its time (``result()`` will not wait)."""
+        return self.proc.poll() is not None or time.monotonic() - self.started >= self.timeout
 
     def _kill(self) -> None:
         """SIGKILL the child's whole process group (what it started dies with it)."""
@@ -234,10 +240,11 @@ class Isolated:
     def result(self):
         """The function's return value (JSON round trip); :class:`IsolatedError` with the
         child's stderr if it failed or crashed, :class:`IsolatedTimeout` if it ran longer
-        than ``timeout`` seconds."""
+        than ``timeout`` seconds (counted from its start)."""
         try:
             try:
-                code = self.proc.wait(timeout=self.timeout)
+                left = self.timeout - (time.monotonic() - self.started)
+                code = self.proc.wait(timeout=max(left, 0.01))
             except subprocess.TimeoutExpired:
                 raise IsolatedTimeout(f"{self.what} in a fresh process did not finish within "
                                       f"{self.timeout:g} s and was killed.") from None
