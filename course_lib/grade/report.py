@@ -36,9 +36,10 @@ table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #ddd;paddin
 th.ex{writing-mode:vertical-rl;white-space:nowrap;font-weight:normal}
 td.v{width:16px;height:16px;padding:0}td.who{white-space:nowrap;font-weight:bold}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px;color:#fff;border-radius:3px}
-.bar{background:#eee;width:240px;height:14px;display:inline-block;vertical-align:middle}
+td.n{white-space:nowrap}
+.bar{background:#eee;width:120px;height:12px;display:inline-block;vertical-align:middle}
 .bar i{display:block;height:100%;background:#2e7d32}
-.chapters td{border:none;padding:2px 8px}
+.chapters{display:grid;grid-template-columns:repeat(4,max-content);gap:4px 28px;font-size:13px}
 """
 
 
@@ -59,8 +60,8 @@ def _chapter_bars(book) -> str:
     for ch, names in book.chapters.items():
         done = sum(book.passed(who, ch) for who in book.learners)
         total = len(names) * len(book.learners)
-        rows.append(f"<tr><td>第 {ch} 章</td><td>{_bar(done, total)}</td></tr>")
-    return '<table class="chapters">' + "".join(rows) + "</table>"
+        rows.append(f'<div class="chapter">第 {html.escape(ch)} 章 {_bar(done, total)}</div>')
+    return '<div class="chapters">' + "".join(rows) + "</div>"
 
 
 def _table(book) -> str:
@@ -72,8 +73,8 @@ def _table(book) -> str:
         cells = "".join(_cell(book.results[who][ex], who, ex) for ex in book.exercises)
         done = book.chapters_complete(who)
         rows.append(f'<tr class="learner"><td class="who">{esc(who)}</td>'
-                    f"<td>{_bar(book.passed(who), len(book.exercises))}</td>"
-                    f"<td>{len(done)}/{len(book.chapters)}</td>{cells}</tr>")
+                    f'<td class="n">{_bar(book.passed(who), len(book.exercises))}</td>'
+                    f'<td class="n">{len(done)}/{len(book.chapters)}</td>{cells}</tr>')
     return (f'<table class="grades"><tr><th rowspan="2">学员</th><th rowspan="2">通过的练习</th>'
             f'<th rowspan="2">完成的章节</th>{head}</tr><tr>{names}</tr>{"".join(rows)}</table>')
 
