@@ -39,8 +39,9 @@ $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json: $(STAMP)
 lab: venv kernel
 	cd notebooks && ../$(BIN)/jupyter lab $(ROOT_ARGS) $(LAB_ARGS)
 
-# Unit tests + every notebook under nbval, at CI scale, in one pytest run.
-test: venv kernel
+# Unit tests + every notebook under nbval, at CI scale, in one pytest run. Under CI (CI set)
+# also a headless Chromium for the HTML gradebook test (`make browser`), which fails without one.
+test: venv kernel $(if $(CI),browser)
 	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q
 
@@ -86,7 +87,7 @@ grade: venv
 	$(HEADLESS_ENV) $(BIN)/python -m course_lib.grade $(DIR) --out gradebook.csv --html gradebook.html
 
 # tests/test_grade.py opens the HTML gradebook in headless Chromium; under CI (CI set) it fails
-# without one. Installs Debian's chromium when run as root with apt-get; a no-op when found.
+# without one, so `make test` runs this first there. Installs Debian's chromium when run as root with apt-get; a no-op when found.
 BROWSERS := chromium chromium-browser google-chrome
 browser:
 	@if command -v $(BROWSERS) >/dev/null 2>&1; then echo "headless Chromium: found"; \
