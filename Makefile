@@ -1,6 +1,7 @@
 # Two commands for learners:   make lab   |   make test
 # One for instructors:         make course   (run every notebook headless, report times)
 # On a ModelArts MindSpore image: make modelarts | make modelarts-course  (docs/instructors.md)
+# Grading a class: make grade DIR=submissions/  (python -m course_lib.grade; docs/instructors.md)
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV   := .venv
@@ -17,7 +18,8 @@ ROOT_ARGS := $(if $(filter 0,$(USER_ID)),--allow-root)
 # The python of the ModelArts image's MindSpore environment (`conda activate` it first).
 MODELARTS_PYTHON ?= python
 
-.PHONY: lab test unit notebooks course kernel venv record base clean-venv modelarts modelarts-course
+.PHONY: lab test unit notebooks course kernel venv record base clean-venv modelarts modelarts-course \
+        browser grade
 
 venv: $(STAMP)
 
@@ -37,8 +39,9 @@ $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json: $(STAMP)
 lab: venv kernel
 	cd notebooks && ../$(BIN)/jupyter lab $(ROOT_ARGS) $(LAB_ARGS)
 
-# Unit tests + every notebook under nbval, at CI scale, in one pytest run.
-test: venv kernel
+# Unit tests + every notebook under nbval, at CI scale, in one pytest run. Under CI (CI set)
+# also a headless Chromium for the HTML gradebook test (`make browser`), which fails without one.
+test: venv kernel $(if $(CI),browser)
 	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q
 
@@ -77,6 +80,21 @@ record: venv kernel
 # data/README.md (tests/test_shipped_base.py checks them).
 base: venv
 	$(HEADLESS_ENV) $(BIN)/python -m course_lib.zoo build-base
+
+# Instructors: grade a class (docs/instructors.md), e.g. make grade DIR=submissions/
+DIR ?= notebooks
+grade: venv
+	$(HEADLESS_ENV) $(BIN)/python -m course_lib.grade $(DIR) --out gradebook.csv --html gradebook.html
+
+# tests/test_grade.py opens the HTML gradebook in headless Chromium; under CI (CI set) it fails
+# without one, so `make test` runs this first there. Installs Debian's chromium when run as root with apt-get; a no-op when found.
+BROWSERS := chromium chromium-browser google-chrome
+browser:
+	@if command -v $(BROWSERS) >/dev/null 2>&1; then echo "headless Chromium: found"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else echo "Install Chromium (e.g. sudo apt-get install chromium) for tests/test_grade.py"; \
+	    exit 1; fi
 
 clean-venv:
 	rm -rf $(VENV)

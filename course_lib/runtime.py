@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,14 +179,27 @@ class IsolatedError(RuntimeError):
         self.exit_code = exit_code
 
 
-class Isolated:
-    """A :func:`run_isolated` call started in the background; ``result()`` waits for it."""
+class IsolatedTimeout(RuntimeError):
+    """The fresh process ran longer than its ``timeout`` and was killed (with its children)."""
 
-    def __init__(self, func, kwargs: dict, timeout: float, env: dict | None, then=None):
+
+STDERR_TAIL = 3000        # characters of the child's stderr quoted in an IsolatedError
+
+
+class Isolated:
+    """A :func:`run_isolated` call started in the background; ``result()`` waits for it.
+
+    The child has no stdin, its stdout goes nowhere, it leads its own process group (so a
+    timeout kills whatever it started too) and runs in ``cwd`` (default: this process's)."""
+
+    def __init__(self, func, kwargs: dict, timeout: float, env: dict | None, then=None,
+                 cwd: str | os.PathLike | None = None):
         module, name = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
         if not module or module == "__main__" or "." in name or "<" in name:
             raise ValueError(f"run_isolated needs a function defined at the top level of an "
                              f"importable module, got {func!r} (module {module!r}).")
+        if cwd is not None and not Path(cwd).is_dir():
+            raise NotADirectoryError(f"run_isolated: cwd {str(cwd)!r} is not a directory.")
         self.what, self.timeout, self._then = f"{module}.{name}", float(timeout), then
         self._dir = tempfile.TemporaryDirectory(prefix="course_isolated_")
         self._out = Path(self._dir.name) / "result.json"
@@ -193,49 +207,72 @@ class Isolated:
         try:
             args_path.write_text(json.dumps(kwargs))
         except TypeError as err:
+            self._dir.cleanup()
             raise TypeError(f"run_isolated passes arguments as JSON: {err}") from None
         env = dict(env or {})
         path = os.pathsep.join(p for p in (env.pop("PYTHONPATH", None), _REPO_ROOT,
                                            os.environ.get("PYTHONPATH")) if p)
         child_env = dict(os.environ, GLOG_v="3", PYTHONUNBUFFERED="1", **env, PYTHONPATH=path)
-        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _CHILD, module, name, str(args_path), str(self._out)],
-            stdout=subprocess.DEVNULL, stderr=self._stderr, text=True, env=child_env)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+            env=child_env, cwd=cwd, start_new_session=True)
+        self.started = time.monotonic()
+
+    def done(self) -> bool:
+        """The child has ended, or has used up its time (``result()`` will not wait)."""
+        return self.proc.poll() is not None or time.monotonic() - self.started >= self.timeout
+
+    def _kill(self) -> None:
+        """SIGKILL the child's whole process group (what it started dies with it)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+
+    def _stderr_tail(self) -> str:
+        size = self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(0, size - 4 * STDERR_TAIL))      # never reads megabytes
+        return self._stderr.read().decode("utf-8", "replace")[-STDERR_TAIL:]
 
     def result(self):
-        """The function's return value (JSON round trip); RuntimeError with the child's
-        stderr if it failed, crashed or ran longer than ``timeout`` seconds."""
+        """The function's return value (JSON round trip); :class:`IsolatedError` with the
+        child's stderr if it failed or crashed, :class:`IsolatedTimeout` if it ran longer
+        than ``timeout`` seconds (counted from its start)."""
         try:
             try:
-                code = self.proc.wait(timeout=self.timeout)
+                left = self.timeout - (time.monotonic() - self.started)
+                code = self.proc.wait(timeout=max(left, 0.01))
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise RuntimeError(f"{self.what} in a fresh process did not finish within "
-                                   f"{self.timeout:g} s and was killed.") from None
+                raise IsolatedTimeout(f"{self.what} in a fresh process did not finish within "
+                                      f"{self.timeout:g} s and was killed.") from None
             if code != 0:
-                self._stderr.seek(0)
                 raise IsolatedError(code, f"{self.what} in a fresh process failed (exit code "
-                                    f"{code}):\n{self._stderr.read()[-3000:]}")
+                                    f"{code}):\n{self._stderr_tail()}")
             value = json.loads(self._out.read_text())
         finally:
+            if self.proc.poll() is None:       # timeout, or this process was interrupted
+                self._kill()
             self._stderr.close()
             self._dir.cleanup()
         return value if self._then is None else self._then(value)
 
 
 def run_isolated(func, /, *, timeout: float = 600, env: dict | None = None,
-                 background: bool = False, then=None, **kwargs):
+                 background: bool = False, then=None, cwd: str | os.PathLike | None = None,
+                 **kwargs):
     """``func(**kwargs)`` in a new Python interpreter; returns what it returned.
 
     ``func`` must be a top-level function of an importable module; ``kwargs`` and the return
     value travel as JSON (large arrays: write a file, return its path). ``env`` adds
-    environment variables (GLOG_v=3 is set; a ``PYTHONPATH`` in it goes first).
-    ``then(value)``, if given, runs in this process on the returned value (e.g. loads the
-    files the child wrote) and its result is returned instead. ``background=True`` returns an
-    :class:`Isolated` at once; its ``result()`` waits."""
-    job = Isolated(func, kwargs, timeout, env, then)
+    environment variables (GLOG_v=3 is set; a ``PYTHONPATH`` in it goes first); ``cwd`` is
+    the child's working directory. ``then(value)``, if given, runs in this process on the
+    returned value (e.g. loads the files the child wrote) and its result is returned instead.
+    ``background=True`` returns an :class:`Isolated` at once; its ``result()`` waits. A child
+    that outlives ``timeout`` is killed with every process it started."""
+    job = Isolated(func, kwargs, timeout, env, then, cwd)
     return job if background else job.result()
 
 

@@ -157,3 +157,45 @@ def test_run_isolated_reports_failure_timeout_and_bad_functions():
         runtime.run_isolated(lambda: 1)
     with pytest.raises(TypeError, match="as JSON"):
         runtime.run_isolated(_child_pid_and_sum, a=object(), b=1)
+
+
+def _child_cwd_and_stdin():
+    return {"cwd": os.getcwd(), "stdin": sys.stdin.read(), "group_leader": os.getpgrp() == os.getpid()}
+
+
+def _child_starts_a_sleeper_then_hangs(pid_file):
+    import time
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with open(pid_file, "w") as f:
+        f.write(str(sleeper.pid))
+    time.sleep(120)
+
+
+def test_run_isolated_cwd_no_stdin_and_own_process_group(tmp_path):
+    out = runtime.run_isolated(_child_cwd_and_stdin, timeout=120, env=HERE, cwd=tmp_path)
+    assert out == {"cwd": str(tmp_path), "stdin": "", "group_leader": True}
+    with pytest.raises(NotADirectoryError, match="not a directory"):
+        runtime.run_isolated(_child_cwd_and_stdin, env=HERE, cwd=tmp_path / "missing")
+
+
+def test_a_timeout_kills_what_the_child_started(tmp_path):
+    """IsolatedTimeout (a RuntimeError) and the child's own children die with it."""
+    import time
+    pid_file = tmp_path / "sleeper.pid"
+    job = runtime.run_isolated(_child_starts_a_sleeper_then_hangs, pid_file=str(pid_file),
+                               timeout=60, env=HERE, background=True)
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() - job.started < 50, "the child never started its sleeper"
+        time.sleep(0.1)
+    job.timeout = time.monotonic() - job.started + 0.5      # expire half a second from now
+    with pytest.raises(runtime.IsolatedTimeout, match="did not finish within"):
+        job.result()
+    sleeper = int(pid_file.read_text())
+    for _ in range(50):                     # reaped by init once its parent is gone
+        try:
+            os.kill(sleeper, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the child's sleeper {sleeper} outlived the timeout")

@@ -12,6 +12,7 @@ from nbclient import NotebookClient
 
 KERNEL = "mindspore-course"
 RECORD_KEY = "course"               # cell.metadata[RECORD_KEY]["source_sha1"], nb-level "scale"
+# Other keys under RECORD_KEY (the "exercise" marks of tools/mark_exercises.py) are kept.
 # Outputs a static page cannot show (live widgets): the headless run already draws a picture.
 DROP_MIMES = ("application/vnd.jupyter.widget-view+json",)
 
@@ -57,9 +58,9 @@ def stamp_record(nb: nbformat.NotebookNode, scale: str) -> nbformat.NotebookNode
             continue
         cell.outputs = _clean_outputs(cell.outputs)
         cell.metadata.pop("execution", None)
-        cell.metadata[RECORD_KEY] = {"source_sha1": source_sha1(cell.source)}
+        cell.metadata.setdefault(RECORD_KEY, {})["source_sha1"] = source_sha1(cell.source)
     nb.metadata.pop("widgets", None)
-    nb.metadata[RECORD_KEY] = {"scale": scale}
+    nb.metadata.setdefault(RECORD_KEY, {})["scale"] = scale
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "MindSpore 课程 (Python 3.11)",
                                  "language": "python"}
     return nb

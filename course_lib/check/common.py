@@ -14,15 +14,47 @@ from __future__ import annotations
 
 import inspect
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 
+# --------------------------------------------------------------------------- recording
+@dataclass(frozen=True)
+class Recorded:
+    """One verdict as data: what :func:`verdict` printed (``course_lib.grade`` collects these)."""
+    exercise: str                      # "ch06.rms_norm"
+    passed: bool
+    hint: str = ""                     # the printed hint (the first mismatch) when not passed
+    attempted: bool = True             # False: the scaffold still raised NotImplementedError
+
+
+_RECORDERS: list[list] = []
+
+
+@contextmanager
+def recording():
+    """Collect every verdict given inside the block: ``with recording() as got: ...`` leaves a
+    list of :class:`Recorded` in ``got`` (the checkers still print as usual)."""
+    found: list[Recorded] = []
+    _RECORDERS.append(found)
+    try:
+        yield found
+    finally:
+        _RECORDERS.remove(found)
+
+
+def _record(name: str, passed: bool, hint: str, attempted: bool = True) -> None:
+    for found in _RECORDERS:
+        found.append(Recorded(name, bool(passed), "" if passed else hint, attempted))
+
+
 def verdict(ok: bool, hint: str = "", name: str = "") -> bool:
     label = f"[{name}] " if name else ""
     print(f"{label}✅ 正确！" if ok else f"{label}❌ 还不对。提示：{hint}")
+    _record(name, ok, hint)
     return bool(ok)
 
 
@@ -131,6 +163,7 @@ def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
             _flush_pending_errors()
     except NotImplementedError:
         print(f"[{name}] ⏳ 还没有实现：把脚手架里的 raise NotImplementedError 换成你的代码。提示：{hint}")
+        _record(name, False, hint, attempted=False)
         return False
     except Mismatch as m:
         return verdict(False, str(m), name)

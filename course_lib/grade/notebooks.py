@@ -1,0 +1,258 @@
+"""Learners' notebooks: who handed in what, and the exercise cells in them.
+
+The exercise cells of the course are listed once, in :data:`EXERCISE_CELLS`. In the course's
+notebooks each such cell carries ``cell.metadata["course"]["exercise"]`` — the exercise id
+(``"ch06.rms_norm"``), or a list of ids for a cell that holds several (the cell of number
+exercises at the end of a chapter) — written by ``tools/mark_exercises.py``. Learners' copies
+keep that metadata, so a cell is found by it wherever the learner moved it; never by position.
+A copy made before the metadata existed falls back to the cell that calls every checker of
+the group (``chNN.name(`` in its source).
+
+:data:`SETUP` is what the grader runs before a learner's cell: the imports the course's
+notebook has made by then (not the learner's earlier cells, which may train for minutes).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+COURSE_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOK_NAME = re.compile(r"^(\d\d)_.*\.ipynb$")
+META_KEY = "course"                    # the same key tools/nbexec.py stamps source_sha1 under
+
+# chapter -> the exercise cells of its notebook, each a tuple of the exercise ids it checks
+EXERCISE_CELLS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "00": (("ch00.ex1", "ch00.ex2", "ch00.ex3"),),
+    "01": (("ch01.residual_ffn",), ("ch01.prenorm_block",), ("ch01.ex1", "ch01.ex2", "ch01.ex3")),
+    "02": (("ch02.label_smoothing_loss",), ("ch02.f1_metric",),
+           ("ch02.ex1", "ch02.ex2", "ch02.ex3")),
+    "03": (("ch03.shift_for_lm",), ("ch03.truncate_pad",), ("ch03.ex1", "ch03.ex2", "ch03.ex3")),
+    "04": (("ch04.halve_lr",), ("ch04.early_stopping",),
+           ("ch04.ex1", "ch04.ex2", "ch04.ex3", "ch04.ex4")),
+    "05": (("ch05.warmup_cosine",), ("ch05.clipped_train_step",),
+           ("ch05.ex1", "ch05.ex2", "ch05.ex3", "ch05.ex4")),
+    "06": (("ch06.rms_norm",), ("ch06.decoder_layer",), ("ch06.alibi_slopes",),
+           ("ch06.attention_bias",), ("ch06.ex1", "ch06.ex2", "ch06.ex3", "ch06.ex4")),
+    "07": (("ch07.top_p", "ch07.repetition_penalty"), ("ch07.append_kv",),
+           ("ch07.ex1", "ch07.ex2", "ch07.ex3", "ch07.ex4")),
+    "08": (("ch08.lora_forward",), ("ch08.replace_layer",),
+           ("ch08.ex1", "ch08.ex2", "ch08.ex3", "ch08.ex4")),
+    "09": (("ch09.fold_lora",), ("ch09.export_for_serving",), ("ch09.ex2", "ch09.ex3")),
+    "10": (("ch10.shard_source",), ("ch10.grad_average",), ("ch10.ex1", "ch10.ex2", "ch10.ex3")),
+    "11": (("ch11.llama_kwargs",), ("ch11.lora_sgd_step",), ("ch11.ex1", "ch11.ex2", "ch11.ex3")),
+    "12": (("ch12.admit",), ("ch12.merge_batches",), ("ch12.ex1", "ch12.ex2", "ch12.ex3")),
+    "13": (("ch13.translate_block",), ("ch13.convert_state_dict",),
+           ("ch13.ex1", "ch13.ex2", "ch13.ex3")),
+    "14": (("ch14.pad_to_bucket",), ("ch14.dynamic_inputs",), ("ch14.ex1", "ch14.ex2", "ch14.ex3")),
+    "15": (("ch15.peak_gib", "ch15.internlm_prompt"),),
+}
+
+COMMON_SETUP = """\
+import os
+import numpy as np
+import mindspore as ms
+from mindspore import nn, ops, Tensor, Parameter
+import course_lib as cl
+cl.setup(quiet=True)
+"""
+SETUP: dict[str, str] = {
+    "00": "from course_lib.tokenizer import load_tokenizer\ntok = load_tokenizer()\n",
+    "04": "from mindspore.train import Model, Callback\n",
+    "06": "from course_lib import layers\n",
+    "08": "from course_lib import lora\n",
+    "10": "from course_lib.baichuan import baichuan_13b\nbig = baichuan_13b()\n",
+    "11": ('os.environ["DIFFUSERS_VERBOSITY"] = "error"\nos.environ["HF_HUB_OFFLINE"] = "1"\n'
+           "import mindnlp\nimport torch\nimport mindtorch\n"),
+}
+
+
+class NotebookError(ValueError):
+    """A file that is not a readable notebook (invalid JSON, no cell list)."""
+
+
+@dataclass(frozen=True)
+class ExerciseCell:
+    """One exercise cell of the course: where it is and what its untouched scaffold says."""
+    chapter: str                       # "03"
+    exercises: tuple[str, ...]         # ("ch03.shift_for_lm",)
+    scaffold: str                      # the course notebook's source of this cell
+    calls: dict = field(default_factory=dict)  # code exercise -> the course's checker call
+    examples: tuple[str, ...] = ()     # the course's example calls of number exercises
+
+    @property
+    def setup(self) -> str:
+        return (COMMON_SETUP + f"from course_lib.check import ch{self.chapter}, show_solution\n"
+                + SETUP.get(self.chapter, ""))
+
+
+def chapter_of(path: Path) -> str | None:
+    match = NOTEBOOK_NAME.match(Path(path).name)
+    return match.group(1) if match else None
+
+
+def read_notebook(path: Path) -> dict:
+    """The notebook as a dict; :class:`NotebookError` for anything that is not one."""
+    try:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise NotebookError(f"{Path(path).name} 不是有效的笔记本（无法读取或不是 JSON：{err}）") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise NotebookError(f"{Path(path).name} 不是有效的笔记本（没有 cells 列表）")
+    return nb
+
+
+def cell_source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(map(str, src)) if isinstance(src, list) else str(src)
+
+
+def cell_exercises(cell: dict) -> tuple[str, ...]:
+    """The exercise ids in a cell's metadata (a string or a list), () if none."""
+    meta = cell.get("metadata")
+    value = meta.get(META_KEY, {}).get("exercise") if isinstance(meta, dict) and \
+        isinstance(meta.get(META_KEY), dict) else None
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return ()
+
+
+def metadata_value(group: tuple[str, ...]):
+    return group[0] if len(group) == 1 else list(group)
+
+
+def _calls_all(source: str, group: tuple[str, ...]) -> bool:
+    return all(re.search(rf"(?<![\w.]){re.escape(ex)}\(", source) for ex in group)
+
+
+def find_cell(nb: dict, group: tuple[str, ...]) -> dict | None:
+    """The code cell of exercise group ``group``: by metadata, else by the checker calls."""
+    code = [c for c in nb["cells"] if isinstance(c, dict) and c.get("cell_type") == "code"]
+    for cell in code:
+        if cell_exercises(cell) == tuple(group):
+            return cell
+    if any(cell_exercises(c) for c in code):     # marked notebook: the metadata is the truth
+        return None
+    return next((c for c in code if _calls_all(cell_source(c), group)), None)
+
+
+def checker_statements(source: str, exercises) -> dict[str, str]:
+    """{exercise: source of the top-level statement ``chNN.name(...)``} found in ``source``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    found = {}
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                isinstance(call.func.value, ast.Name):
+            name = f"{call.func.value.id}.{call.func.attr}"
+            if name in exercises:
+                found.setdefault(name, ast.get_source_segment(source, node))
+    return found
+
+
+def _kinds() -> dict[str, str]:
+    from ..check import all_exercises
+    return {name: ex.kind for name, ex in all_exercises().items()}
+
+
+def course_cells(course_dir: Path = COURSE_NOTEBOOKS) -> dict[str, list[ExerciseCell]]:
+    """Every exercise cell of the course's own notebooks, by chapter."""
+    books = {chapter_of(p): p for p in Path(course_dir).glob("[0-9][0-9]_*.ipynb")}
+    kinds, cells = _kinds(), {}
+    for chapter, groups in EXERCISE_CELLS.items():
+        if chapter not in books:
+            raise FileNotFoundError(f"The course has no notebook {chapter}_*.ipynb in {course_dir}")
+        nb = read_notebook(books[chapter])
+        cells[chapter] = []
+        for group in groups:
+            cell = find_cell(nb, group)
+            if cell is None:
+                raise LookupError(f"{books[chapter].name}: no exercise cell for {group}")
+            source = cell_source(cell)
+            stmts = checker_statements(source, group)
+            cells[chapter].append(ExerciseCell(
+                chapter, tuple(group), source,
+                calls={ex: s for ex, s in stmts.items() if kinds.get(ex) == "code"},
+                examples=tuple(s for ex, s in stmts.items() if kinds.get(ex) == "number")))
+    return cells
+
+
+def untouched(source: str, scaffold: str) -> bool:
+    """The learner's cell is the course's scaffold (trailing whitespace aside)."""
+    def norm(text):
+        return "\n".join(line.rstrip() for line in text.strip().splitlines())
+    return norm(source) == norm(scaffold)
+
+
+def without_examples(source: str, examples) -> str:
+    """``source`` without the top-level statements that are the course's own example calls
+    (``ch01.ex1(0)``: what a wrong answer looks like), left in place by a learner. They
+    become blank lines, so line numbers in error messages stay the learner's."""
+    if not examples:
+        return source
+    try:
+        tree = ast.parse(source)       # parsed here, never run here
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return source                  # the sandbox reports what is wrong with it
+    wanted = {ast.unparse(ast.parse(e)) for e in examples}
+    lines = source.splitlines(keepends=True)
+    body = tree.body
+    for i in reversed(range(len(body))):
+        node, after = body[i], body[i + 1] if i + 1 < len(body) else None
+        alone = node.col_offset == 0 and (after is None or after.lineno > node.end_lineno) \
+            and (i == 0 or body[i - 1].end_lineno < node.lineno)
+        if alone and isinstance(node, ast.Expr) and ast.unparse(node) in wanted:
+            lines[node.lineno - 1:node.end_lineno] = ["\n"] * (node.end_lineno - node.lineno + 1)
+    return "".join(lines)
+
+
+# --------------------------------------------------------------------------- learners
+def _notebooks_in(folder: Path) -> list[Path]:
+    """``NN_*.ipynb`` files under ``folder`` (any depth), not in hidden folders such as
+    ``.ipynb_checkpoints``."""
+    return sorted(p for p in folder.rglob("[0-9][0-9]_*.ipynb") if p.is_file() and
+                  chapter_of(p) and not any(part.startswith(".") for part in
+                                            p.relative_to(folder).parts[:-1]))
+
+
+def _by_chapter(paths: list[Path], course_names: dict[str, str]) -> dict[str, Path]:
+    """One notebook per chapter: the one named like the course's, else the first by name."""
+    chosen: dict[str, Path] = {}
+    for p in paths:
+        chapter = chapter_of(p)
+        if chapter not in chosen or p.name == course_names.get(chapter):
+            chosen[chapter] = p
+    return dict(sorted(chosen.items()))
+
+
+def find_learners(submissions: Path, course_dir: Path = COURSE_NOTEBOOKS
+                  ) -> dict[str, dict[str, Path]]:
+    """{learner: {chapter: notebook}}. ``submissions`` is either one learner's folder (it
+    holds ``NN_*.ipynb`` itself; the learner is named after the folder) or a folder with one
+    sub-folder per learner."""
+    root = Path(submissions)
+    if not root.exists():
+        raise FileNotFoundError(f"Submissions folder {str(root)!r} does not exist.")
+    if not root.is_dir():
+        raise NotADirectoryError(f"{str(root)!r} is a file: give the folder that holds the "
+                                 "notebooks (or one sub-folder per learner).")
+    names = {chapter_of(p): p.name for p in Path(course_dir).glob("[0-9][0-9]_*.ipynb")}
+    own = [p for p in root.iterdir() if p.is_file() and chapter_of(p)]
+    if own:
+        return {root.resolve().name: _by_chapter(sorted(own), names)}
+    learners = {}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        found = _notebooks_in(folder)
+        if found:
+            learners[folder.name] = _by_chapter(found, names)
+    if not learners:
+        raise ValueError(f"No notebooks found in {str(root)!r}: expected files named NN_*.ipynb "
+                         "(e.g. 03_dataset.ipynb) there, or one folder per learner holding them.")
+    return learners

@@ -1,0 +1,96 @@
+"""The gradebook as files: a CSV (one row per learner, one column per exercise) and one
+self-contained HTML page (no scripts, no external files) an instructor opens in a browser.
+Everything a learner wrote (names, hints quoting their errors) is HTML-escaped."""
+from __future__ import annotations
+
+import csv
+import html
+from pathlib import Path
+
+COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "not attempted": "#bdbdbd",
+           "error": "#6a1b9a", "timeout": "#ef6c00"}
+LABELS = {"pass": "通过", "fail": "未通过", "not attempted": "未作答", "error": "出错",
+          "timeout": "超时"}
+
+
+def csv_rows(book) -> list[list[str]]:
+    header = ["learner", "passed", "total", "chapters_complete", *book.exercises]
+    rows = [header]
+    for who in book.learners:
+        rows.append([who, str(book.passed(who)), str(len(book.exercises)),
+                     " ".join(book.chapters_complete(who)),
+                     *(book.results[who][ex].verdict for ex in book.exercises)])
+    return rows
+
+
+def write_csv(book, path) -> Path:
+    path = Path(path)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(csv_rows(book))
+    return path
+
+
+_STYLE = """
+body{font-family:"Noto Sans CJK SC","Noto Sans SC","Microsoft YaHei",sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #ddd;padding:2px 4px}
+th.ex{writing-mode:vertical-rl;white-space:nowrap;font-weight:normal}
+td.v{width:16px;height:16px;padding:0}td.who{white-space:nowrap;font-weight:bold}
+.legend span{display:inline-block;padding:2px 8px;margin-right:6px;color:#fff;border-radius:3px}
+td.n{white-space:nowrap}
+.bar{background:#eee;width:120px;height:12px;display:inline-block;vertical-align:middle}
+.bar i{display:block;height:100%;background:#2e7d32}
+.chapters{display:grid;grid-template-columns:repeat(4,max-content);gap:4px 28px;font-size:13px}
+"""
+
+
+def _cell(result, learner: str, exercise: str) -> str:
+    tip = f"{learner} · {exercise} · {LABELS[result.verdict]}" + (
+        f"：{result.hint}" if result.hint else "")
+    return (f'<td class="v" data-verdict="{html.escape(result.verdict)}" '
+            f'style="background:{COLOURS[result.verdict]}" title="{html.escape(tip)}"></td>')
+
+
+def _bar(done: int, total: int) -> str:
+    width = 100 * done / total if total else 0
+    return f'<span class="bar"><i style="width:{width:.0f}%"></i></span> {done}/{total}'
+
+
+def _chapter_bars(book) -> str:
+    rows = []
+    for ch, names in book.chapters.items():
+        done = sum(book.passed(who, ch) for who in book.learners)
+        total = len(names) * len(book.learners)
+        rows.append(f'<div class="chapter">第 {html.escape(ch)} 章 {_bar(done, total)}</div>')
+    return '<div class="chapters">' + "".join(rows) + "</div>"
+
+
+def _table(book) -> str:
+    esc = html.escape
+    head = "".join(f'<th colspan="{len(n)}">{esc(ch)}</th>' for ch, n in book.chapters.items())
+    names = "".join(f'<th class="ex">{esc(ex)}</th>' for ex in book.exercises)
+    rows = []
+    for who in book.learners:
+        cells = "".join(_cell(book.results[who][ex], who, ex) for ex in book.exercises)
+        done = book.chapters_complete(who)
+        rows.append(f'<tr class="learner"><td class="who">{esc(who)}</td>'
+                    f'<td class="n">{_bar(book.passed(who), len(book.exercises))}</td>'
+                    f'<td class="n">{len(done)}/{len(book.chapters)}</td>{cells}</tr>')
+    return (f'<table class="grades"><tr><th rowspan="2">学员</th><th rowspan="2">通过的练习</th>'
+            f'<th rowspan="2">完成的章节</th>{head}</tr><tr>{names}</tr>{"".join(rows)}</table>')
+
+
+def render_html(book, title: str = "成绩册") -> str:
+    legend = "".join(f'<span style="background:{c}">{LABELS[v]}（{v}）</span>'
+                     for v, c in COLOURS.items())
+    return (f'<!DOCTYPE html><html lang="zh-CN"><head><meta charset="utf-8">'
+            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
+            f"<h1>{html.escape(title)}</h1><p>{len(book.learners)} 位学员，"
+            f"{len(book.exercises)} 个练习。鼠标停在格子上可以看到提示。</p>"
+            f'<p class="legend">{legend}</p><h2>各章完成情况（全班）</h2>{_chapter_bars(book)}'
+            f"<h2>每位学员</h2>{_table(book)}</body></html>\n")
+
+
+def write_html(book, path, title: str = "成绩册") -> Path:
+    path = Path(path)
+    path.write_text(render_html(book, title), encoding="utf-8")
+    return path
