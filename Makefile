@@ -39,9 +39,9 @@ $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json: $(STAMP)
 lab: venv kernel
 	cd notebooks && ../$(BIN)/jupyter lab $(ROOT_ARGS) $(LAB_ARGS)
 
-# Unit tests + every notebook under nbval, at CI scale, in one pytest run. Under CI (CI set)
-# also a headless Chromium for the HTML gradebook test (`make browser`), which fails without one.
-test: venv kernel $(if $(CI),browser)
+# Unit tests + every notebook under nbval, at CI scale, in one pytest run, after `make browser`
+# (headless Chromium for the HTML gradebook test; as root it installs Debian's chromium).
+test: venv kernel browser
 	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q
 
@@ -86,15 +86,16 @@ DIR ?= notebooks
 grade: venv
 	$(HEADLESS_ENV) $(BIN)/python -m course_lib.grade $(DIR) --out gradebook.csv --html gradebook.html
 
-# tests/test_grade.py opens the HTML gradebook in headless Chromium; under CI (CI set) it fails
-# without one, so `make test` runs this first there. Installs Debian's chromium when run as root with apt-get; a no-op when found.
+# tests/test_grade.py opens the HTML gradebook in headless Chromium (skipped without one, a
+# failure under CI). A no-op when found; as root with apt-get it installs Debian's chromium;
+# otherwise it says how (and fails only under CI, where the test would fail anyway).
 BROWSERS := chromium chromium-browser google-chrome
 browser:
 	@if command -v $(BROWSERS) >/dev/null 2>&1; then echo "headless Chromium: found"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
-	else echo "Install Chromium (e.g. sudo apt-get install chromium) for tests/test_grade.py"; \
-	    exit 1; fi
+	else echo "no Chromium: tests/test_grade.py skips its HTML test (sudo apt-get install chromium)"; \
+	    test -z "$$CI"; fi
 
 clean-venv:
 	rm -rf $(VENV)
