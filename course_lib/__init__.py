@@ -5,7 +5,8 @@ before MindSpore is imported) and keeps the Hugging Face stack offline.
 
 Where the code of a chapter lives (the modules each notebook imports; the modules are flat,
 one topic each, like nanoGPT's and d2l's; ``course_lib.check`` serves every chapter,
-``course_lib.solutions`` holds the exercise answers; ``tests/test_course_map.py`` keeps
+``course_lib.solutions`` holds the exercise answers, ``course_lib.grade`` runs a class's
+exercise cells against those checkers (``python -m course_lib.grade``, docs/instructors.md); ``tests/test_course_map.py`` keeps
 this table equal to the notebooks' imports):
 
     00 setup and tour ............ data, runtime, tokenizer

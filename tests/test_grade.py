@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 COURSE = ROOT / "notebooks"
 TIMEOUT = 45.0                         # per cell; the infinite loop costs exactly this
 HOSTILE_SCRIPT = "<script>alert('x')</script>"
-UNMARKED_ON_THIS_BRANCH = {"07", "08", "09", "11", "12"}   # marked after the re-recording
 
 
 # --------------------------------------------------------------------------- building the class
@@ -339,8 +338,7 @@ def test_mark_exercises_is_idempotent_and_changes_metadata_only(path):
     for old, new in zip(before["cells"], after["cells"]):
         assert new["metadata"].get("course", {}).get("source_sha1") == \
             old["metadata"].get("course", {}).get("source_sha1")
-    if path.name[:2] not in UNMARKED_ON_THIS_BRANCH:
-        assert once == text, f"run: python tools/mark_exercises.py {path.relative_to(ROOT)}"
+    assert once == text, f"run: python tools/mark_exercises.py {path.relative_to(ROOT)}"
 
 
 def test_recording_a_notebook_keeps_the_exercise_marks():
