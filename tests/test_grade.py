@@ -382,3 +382,15 @@ def test_every_reference_solution_passes_through_the_grader(tmp_path):
     book = grading.grade(tmp_path, timeout=300)
     failed = {ex: r for ex, r in book.results["ref"].items() if r.verdict != P}
     assert not failed and sorted(book.results["ref"]) == sorted(all_exercises())
+
+
+def test_raw_output_below_python_cannot_fill_the_disk():
+    """100 MiB written straight to fd 2 (past sys.stderr's cap) stops at MAX_FILE_BYTES: the
+    cell gets an error verdict naming the limit, and the grader carries on."""
+    from course_lib.grade import sandbox
+    cell = next(c for c in notebooks.course_cells()["03"] if c.exercises == ("ch03.truncate_pad",))
+    flood = "import os\nfor _ in range(100):\n    os.write(2, b'x' * 2**20)\n"
+    [flooded] = sandbox.run_all([(cell, flood)], timeout=120)
+    result = flooded["ch03.truncate_pad"]
+    assert result.verdict == "error" and "File too large" in result.hint, result
+    assert sandbox.MAX_FILE_BYTES < 100 * 2**20

@@ -4,7 +4,8 @@ The grader never executes a learner's code itself: each cell runs through
 ``course_lib.runtime.run_isolated`` (a new interpreter, its own process group, no stdin, a
 time limit) in an empty temporary working directory, after the course's setup code
 (:data:`notebooks.SETUP`), inside ``check.common.recording()``. What the learner prints is
-kept up to :data:`MAX_OUTPUT` characters and dropped after that. The child returns the
+kept up to :data:`MAX_OUTPUT` characters and dropped after that; no file the child writes
+(its raw stderr included) grows past :data:`MAX_FILE_BYTES`. The child returns the
 verdicts the checkers recorded; the grader maps them, an exception or a timeout to
 pass / fail / not attempted / error / timeout.
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from ..runtime import Isolated, IsolatedError, IsolatedTimeout
 
 MAX_OUTPUT = 64_000                   # characters of a cell's stdout+stderr kept in the child
+MAX_FILE_BYTES = 64 * 2**20            # the most a cell may write to any one file, fd 2 included
 CHILD_ENV = {"COURSE_HEADLESS": "1", "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg",
              "DIFFUSERS_VERBOSITY": "error", "PYTHONHASHSEED": "0"}
 VERDICTS = ("pass", "fail", "not attempted", "error", "timeout")
@@ -72,10 +74,21 @@ def _run(source: str, filename: str, namespace: dict) -> str | None:
     return None
 
 
+def limit_file_size(limit: int = MAX_FILE_BYTES) -> None:
+    """In the child: no file it writes grows past ``limit`` bytes -- also the stderr file that
+    output written below Python (``os.write(2, ...)``, C++ logs) goes to. A write past it
+    fails with ``OSError: File too large`` (SIGXFSZ ignored) instead of filling the disk."""
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
 def run_cell(setup: str, code: str, calls: dict, max_output: int = MAX_OUTPUT) -> dict:
     """Child side: setup, the learner's ``code``, then the course's checker call of every
     code exercise the cell did not check itself (``calls``). Returns the recorded verdicts."""
     from ..check.common import recording
+    limit_file_size()
     sink = _Capped(max_output)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     error = None
