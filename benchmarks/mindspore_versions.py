@@ -174,7 +174,9 @@ def cmd_probe_worker(root: Path, versions: list) -> None:
     """(internal) run the probe in this interpreter; prints one JSON line."""
     out = root / versions[0]
     result = probe_basics()
-    result["chains"] = [time_chain(n, out / ("chain_%d.log" % n)) for n in CHAIN_LENGTHS]
+    glog = os.environ.get("GLOG_v", "2")
+    result["chains"] = [time_chain(n, out / ("chain_%d.glog%s.log" % (n, glog)))
+                        for n in CHAIN_LENGTHS]
     print("PROBE " + json.dumps(result))
 
 
