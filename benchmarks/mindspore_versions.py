@@ -164,10 +164,13 @@ def time_chain(n: int, log: Path) -> dict:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-    flags = re.findall(r"multi thread or not: (\d)", log.read_text(errors="replace"))
+    text = log.read_text(errors="replace")
+    flags = re.findall(r"multi thread or not: (\d)", text)
+    source = re.search(r"\[([\w/.]+:\d+)\] \w+\] [^\n]*multi thread or not", text)
     return {"n": n, "us_per_call_last10": round(1e6 * float(np.median(times[-10:])), 1),
             "multi_thread_flags_seen": "".join(sorted(set(flags))) or "no log line",
-            "last_flag": flags[-1] if flags else None, "threads": len(os.listdir("/proc/self/task"))}
+            "last_flag": flags[-1] if flags else None,
+            "logged_at": source.group(1) if source else None, "threads": len(os.listdir("/proc/self/task"))}
 
 
 def cmd_probe_worker(root: Path, versions: list) -> None:
@@ -352,8 +355,10 @@ def cell_threshold(r: dict) -> str:
         return "no log line; us/call " + ", ".join(
             "%d: %.0f" % (c["n"], c["us_per_call_last10"]) for c in chains)
     times = {c["n"]: c["us_per_call_last10"] for c in chains}
-    return "single-thread up to %s, multi from %s (us/call 100: %s, 101: %s)" % (
-        max(single, default="-"), min(multi, default="-"), times.get(100), times.get(101))
+    source = next((c["logged_at"] for c in chains if c.get("logged_at")), None)
+    return "single-thread up to %s, multi from %s (us/call 100: %s, 101: %s; log: %s)" % (
+        max(single, default="-"), min(multi, default="-"), times.get(100), times.get(101),
+        source)
 
 
 def cell_bench(r: dict) -> tuple:
