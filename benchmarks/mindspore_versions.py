@@ -12,6 +12,8 @@ caps mindspore<=2.7.0), then the course package itself with ``--no-deps -e``. Ea
 writes ``<root>/<version>/<step>.json`` (and the raw output next to it); ``summary`` turns
 those files into ``<root>/summary.md``. CPU-heavy steps run under ``nice -n 15`` because
 the machine is shared; the load average is recorded around every measurement.
+To measure the course's own stack alongside, link it in as a version before probe/bench:
+``ln -s $PWD/.venv <root>/2.7.0/venv``.
 """
 import argparse
 import json
