@@ -21,6 +21,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .safeio import atomic_write
+
 IMAGE_CLASSES = ("circle", "square", "triangle")
 
 
@@ -67,13 +69,12 @@ def write_csv(path, rows: Iterable[Sequence], header: Sequence[str] = ("text", "
     bad = [r for r in rows if len(r) != len(header)]
     if bad:
         raise ValueError(f"Each row needs {len(header)} fields {tuple(header)}, e.g. got {bad[0]!r}.")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(rows)
+    return atomic_write(path, write)
 
 
 REVIEW_SCHEMA = {

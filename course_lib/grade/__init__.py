@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import notebooks, sandbox
+from . import notebooks, report, sandbox
 from .sandbox import VERDICTS, Result
 
 DEFAULT_TIMEOUT = 120.0               # seconds per exercise cell, MindSpore's import included
@@ -108,7 +108,6 @@ def grade(submissions_dir, out_csv=None, html=None, timeout: float = DEFAULT_TIM
                 for ch, groups in cells.items()}
     book = Gradebook(chapters, {who: {ex: decided[who][ex] for grp in chapters.values()
                                       for ex in grp} for who in learners})
-    from . import report
     if out_csv:
         report.write_csv(book, out_csv)
     if html:

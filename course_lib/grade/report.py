@@ -3,9 +3,11 @@ self-contained HTML page (no scripts, no external files) an instructor opens in 
 Everything a learner wrote (names, hints quoting their errors) is HTML-escaped."""
 from __future__ import annotations
 
-import csv
 import html
 from pathlib import Path
+
+from ..safeio import write_text_atomic
+from ..sources import write_csv as _write_rows
 
 COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "not attempted": "#bdbdbd",
            "error": "#6a1b9a", "timeout": "#ef6c00"}
@@ -24,10 +26,8 @@ def csv_rows(book) -> list[list[str]]:
 
 
 def write_csv(book, path) -> Path:
-    path = Path(path)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows(csv_rows(book))
-    return path
+    header, *rows = csv_rows(book)
+    return _write_rows(path, rows, header=header)
 
 
 _STYLE = """
@@ -91,6 +91,4 @@ def render_html(book, title: str = "成绩册") -> str:
 
 
 def write_html(book, path, title: str = "成绩册") -> Path:
-    path = Path(path)
-    path.write_text(render_html(book, title), encoding="utf-8")
-    return path
+    return write_text_atomic(path, render_html(book, title))
