@@ -17,14 +17,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from course_lib.grade.notebooks import (EXERCISE_CELLS, META_KEY, _calls_all,  # noqa: E402
-                                        cell_exercises, cell_source, chapter_of, metadata_value)
+from course_lib.grade.notebooks import (EXERCISE_CELLS, META_KEY, chapter_of,  # noqa: E402
+                                        find_cell, metadata_value)
 
 
-def _target(cells: list, group: tuple) -> dict:
-    code = [c for c in cells if c.get("cell_type") == "code"]
-    found = next((c for c in code if cell_exercises(c) == group), None) or \
-        next((c for c in code if _calls_all(cell_source(c), group)), None)
+def _target(nb: dict, group: tuple) -> dict:
+    found = find_cell(nb, group, trust_marks=False)
     if found is None:
         raise LookupError(f"no code cell calls every checker of {group}")
     return found
@@ -32,7 +30,7 @@ def _target(cells: list, group: tuple) -> dict:
 
 def mark(nb: dict, chapter: str) -> dict:
     """The notebook with exactly the table's marks (others removed); changes nothing else."""
-    targets = {id(_target(nb["cells"], g)): metadata_value(g) for g in EXERCISE_CELLS[chapter]}
+    targets = {id(_target(nb, g)): metadata_value(g) for g in EXERCISE_CELLS[chapter]}
     for cell in nb["cells"]:
         meta = cell.setdefault("metadata", {})
         if id(cell) in targets:

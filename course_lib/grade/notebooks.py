@@ -129,14 +129,14 @@ def _calls_all(source: str, group: tuple[str, ...]) -> bool:
     return all(re.search(rf"(?<![\w.]){re.escape(ex)}\(", source) for ex in group)
 
 
-def find_cell(nb: dict, group: tuple[str, ...]) -> dict | None:
-    """The code cell of exercise group ``group``: by metadata, else by the checker calls."""
+def find_cell(nb: dict, group: tuple[str, ...], trust_marks: bool = True) -> dict | None:
+    """The code cell of exercise group ``group``: by metadata, else by the checker calls.
+    In a marked notebook the metadata is the truth, unless ``trust_marks=False`` (how
+    tools/mark_exercises.py finds a cell whose mark is still missing)."""
     code = [c for c in nb["cells"] if isinstance(c, dict) and c.get("cell_type") == "code"]
-    for cell in code:
-        if cell_exercises(cell) == tuple(group):
-            return cell
-    if any(cell_exercises(c) for c in code):     # marked notebook: the metadata is the truth
-        return None
+    marked = next((c for c in code if cell_exercises(c) == tuple(group)), None)
+    if marked is not None or (trust_marks and any(cell_exercises(c) for c in code)):
+        return marked
     return next((c for c in code if _calls_all(cell_source(c), group)), None)
 
 
