@@ -228,13 +228,15 @@ class DecodeEngine(nn.Cell):
     ``DecoderLayer``), against a KV cache of ``slots`` fixed slots that lives inside the
     engine — one (B, H, slots, d) ``Parameter`` per layer for keys and for values.
 
-    Inputs: ``token`` (B, 1) int32; ``bias`` (B, H|1, 1, slots) — ``attention_bias`` of the
-    token against every slot (empty slots and pads masked); ``cos``/``sin`` (B, 1, 1, d) or
-    None (ALiBi); ``where`` (B, H, 3) int32: the [row, head, slot] index of the new
-    key/value. ``ops.scatter_nd_update`` writes them IN PLACE (B·H·d numbers, not a copy of
-    the cache). Returns the greedy choice (B, 1) int32 — it can stay on the device as the
-    next call's ``token`` — and the logits (B, V) for sampling. Same shapes at every step:
-    GRAPH mode compiles it once per engine (batch size x slots)."""
+    Inputs for T new tokens per row (T = 1 while decoding, T = the padded prompt width
+    for a compiled prefill): ``token`` (B, T) int32; ``bias`` (B, H|1, T, slots) —
+    ``attention_bias`` of the tokens against every slot (empty slots, pads and later
+    tokens masked); ``cos``/``sin`` (B, 1, T, d) or None (ALiBi); ``where`` (B, H, T, 3)
+    int32: the [row, head, slot] index of every new key/value, which
+    ``ops.scatter_nd_update`` writes into the cache. Returns the greedy choice (B, 1) int32
+    — it can stay on the device as the next call's ``token`` — and the logits (B, V) of
+    the last token for sampling. Same shapes at every step: GRAPH mode compiles the step
+    once per engine (batch size x slots), and a prefill once per prompt width."""
 
     def __init__(self, lm, batch: int, slots: int):
         super().__init__(auto_prefix=False)
@@ -248,20 +250,20 @@ class DecodeEngine(nn.Cell):
 
     def construct(self, token, bias, cos, sin, where):
         body = self.lm.model
-        h = body.embed_tokens(token)                                       # (B, 1, hidden)
-        batch, heads = where.shape[0], where.shape[1]
+        h = body.embed_tokens(token)                                       # (B, T, hidden)
         for i, layer in enumerate(body.layers):
             attn = layer.self_attn
-            q, k, v = attn.heads(layer.input_layernorm(h), cos, sin)       # (B, H, 1, d)
-            # reshape, not k[:, :, 0]: the length axis is 1, and a StridedSlice kernel
-            # costs tens of microseconds on CPU (benchmarks/profile_decode.py)
-            keys = ops.scatter_nd_update(self.keys[i], where, k.reshape(batch, heads, -1))
-            values = ops.scatter_nd_update(self.values[i], where, v.reshape(batch, heads, -1))
+            q, k, v = attn.heads(layer.input_layernorm(h), cos, sin)       # (B, H, T, d)
+            # where (B, H, T, 3) indexes k (B, H, T, d) as it is: no reshape kernel
+            keys = ops.scatter_nd_update(self.keys[i], where, k)
+            values = ops.scatter_nd_update(self.values[i], where, v)
             h = h + attn.attend(q, keys, values, bias)
             h = h + layer.mlp(layer.post_attention_layernorm(h))
+        if h.shape[1] > 1:          # a whole prompt (prefill): only its last column's logits
+            h = h[:, -1:]
         # (B, 1, V) -> (B, V) by a reshape: the slice [:, -1] took 1.6 ms of a 10 ms step
         # at batch 8 (one StridedSlice kernel; measured with MindSpore's profiler)
-        logits = self.lm.lm_head(body.norm(h)).reshape(batch, -1).astype(ms.float32)
+        logits = self.lm.lm_head(body.norm(h)).reshape(h.shape[0], -1).astype(ms.float32)
         return ops.argmax(logits, -1).astype(ms.int32).reshape(-1, 1), logits
 
 
@@ -288,59 +290,90 @@ def cache_bucket(length: int, limit: int) -> int:
 
 
 class StepInputs:
-    """The host-side inputs of every decode step of one batch, built with the model's own
-    ``attention_bias`` and rotary embedding, ``block`` steps at a time (NumPy, one call per
-    block): query slot j attends to the real tokens in slots <= j."""
+    """The host-side inputs of the engine calls of one batch, built with the model's own
+    ``attention_bias`` and rotary embedding: a query in slot j attends to the real tokens
+    in slots <= j. One decode step's inputs come from a ``block`` of steps built in one
+    NumPy call; ``span`` builds those of several consecutive slots at once (a prefill)."""
 
     def __init__(self, model, mask: np.ndarray, slots: int, block: int = 32):
         self.body, self.mask, self.slots, self.block = model.model, mask, slots, block
-        self.start, self._where = None, None
+        self.start = None
 
-    def _build(self, start: int):
-        stop = min(start + self.block, self.mask.shape[1])
+    def _build(self, start: int, stop: int):
+        """bias (B, H|1, T, slots) and cos, sin (B, 1, T, d) (or None) of slots start..stop-1."""
         part = attention_bias(stop - start, stop, self.mask[:, :stop], self.body.slopes).asnumpy()
-        self.bias = np.full(part.shape[:3] + (self.slots,), MASK_VALUE, np.float32)
-        self.bias[..., :stop] = part                          # empty slots masked
-        if self.body.slopes is None:
-            positions = positions_from_mask(self.mask)[:, start:stop]
-            # construct() on NumPy positions is NumPy code: calling the Cell inside a GRAPH
-            # block would compile a graph with the positions baked in, once per block
-            self.cos, self.sin = (t.asnumpy() for t in self.body.rotary.construct(positions))
-        self.start = start
+        bias = np.full(part.shape[:3] + (self.slots,), MASK_VALUE, np.float32)
+        bias[..., :stop] = part                                # empty slots masked
+        if self.body.slopes is not None:
+            return bias, None, None
+        positions = positions_from_mask(self.mask)[:, start:stop]
+        # construct() on NumPy positions is NumPy code: calling the Cell inside a GRAPH
+        # block would compile a graph with the positions baked in, once per block
+        cos, sin = (t.asnumpy() for t in self.body.rotary.construct(positions))
+        return bias, cos, sin
 
     def __call__(self, j: int):
         """(bias, cos, sin, where) Tensors of the step whose token goes into slot ``j``."""
         if self.start is None or not self.start <= j < self.start + self.block:
-            self._build(j)
+            self.start = j
+            self.bias, self.cos, self.sin = self._build(j, min(j + self.block, self.mask.shape[1]))
         i = j - self.start
         cos = sin = None
-        if self.body.slopes is None:
+        if self.cos is not None:
             cos, sin = Tensor(self.cos[:, :, i:i + 1]), Tensor(self.sin[:, :, i:i + 1])
-        return Tensor(self.bias[:, :, i:i + 1]), cos, sin, Tensor(self.where(j))
+        return Tensor(self.bias[:, :, i:i + 1]), cos, sin, Tensor(self.where(j, j + 1))
 
-    def where(self, j: int) -> np.ndarray:
-        """(B, H, 3) [row, head, slot j] indices: where the step's keys/values go."""
-        if self._where is None:
-            b, h = self.mask.shape[0], self.body.config.num_heads
-            rows, heads = np.meshgrid(np.arange(b), np.arange(h), indexing="ij")
-            self._where = np.stack([rows, heads, rows], -1).astype(np.int32)
-        self._where[..., 2] = j
-        return self._where.copy()          # a Tensor may share the array: a fresh one
+    def span(self, start: int, stop: int):
+        """(bias, cos, sin, where) Tensors of one call that writes slots start..stop-1."""
+        bias, cos, sin = self._build(start, stop)
+        cos, sin = (None, None) if cos is None else (Tensor(cos), Tensor(sin))
+        return Tensor(bias), cos, sin, Tensor(self.where(start, stop))
+
+    def where(self, start: int, stop: int) -> np.ndarray:
+        """(B, H, T, 3) [row, head, slot] indices: where the keys/values of slots
+        start..stop-1 go."""
+        b, h, t = self.mask.shape[0], self.body.config.num_heads, stop - start
+        rows, heads, slots = np.meshgrid(np.arange(b), np.arange(h), np.arange(start, stop),
+                                         indexing="ij")
+        return np.stack([rows, heads, slots], -1).astype(np.int32).reshape(b, h, t, 3)
 
 
-def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0) -> DecodeState:
-    """``prefill`` with the compiled engine: the left-padded prompt columns go in one at a
-    time (a pad's key is masked for everyone), into a cache of ``slots`` fixed slots. One
-    compiled graph serves the prompt and the generated tokens. The engine and its cache are
-    shared by every state of the same batch size and slots: continue one at a time."""
+PREFILL_MIN = 8     # prompts at least this wide go through the engine in ONE call
+
+
+def prefill_width(length: int, new_tokens: int, limit: int) -> int:
+    """Columns a prompt of ``length`` tokens is left-padded to for the compiled prefill:
+    the next power of two (a few widths -> a few compiled prefill graphs), if that still
+    leaves room for ``new_tokens`` within ``limit``; prompts shorter than ``PREFILL_MIN``
+    go in column by column through the decode step (no prefill graph to compile)."""
+    if length < PREFILL_MIN:
+        return length
+    width = 1 << (int(length) - 1).bit_length()
+    return width if width + new_tokens <= limit else length
+
+
+def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0,
+                     width: int | None = None) -> DecodeState:
+    """``prefill`` with the compiled engine, into a cache of ``slots`` fixed slots. The
+    prompts are left-padded to ``width`` columns (default: the longest prompt; a pad's key
+    is masked for everyone). From ``PREFILL_MIN`` columns on they go through the engine in
+    ONE call (a graph compiled per width), shorter ones one column per call (the decode
+    step's graph). The engine and its cache are shared by every state of the same batch
+    size and slots: continue one at a time."""
     ids, mask = left_pad(prompts_ids, pad_id)
+    if width is not None and width > ids.shape[1]:
+        grow = width - ids.shape[1]
+        ids, mask = np.pad(ids, ((0, 0), (grow, 0)), constant_values=pad_id), np.pad(mask, ((0, 0), (grow, 0)))
     if ids.shape[1] > slots:
         raise ValueError(f"A prompt of {ids.shape[1]} tokens does not fit in {slots} slots.")
     engine = decode_engine(model, len(ids), slots)
     inputs = StepInputs(model, mask, slots)
     with execution_mode("graph"):
-        for j in range(ids.shape[1]):
-            _, logits = engine(Tensor(ids[:, j:j + 1]), *inputs(j))
+        if ids.shape[1] >= PREFILL_MIN:
+            _, logits = engine(Tensor(ids), *inputs.span(0, ids.shape[1]))
+        else:
+            for j in range(ids.shape[1]):
+                _, logits = engine(Tensor(ids[:, j:j + 1]), *inputs(j))
     return DecodeState(ids, mask, logits.asnumpy(), _engine_cache(engine),
                        list(range(len(ids))), compiled=True)
 
@@ -440,8 +473,9 @@ def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float
         return outputs
 
     if use_cache:                   # fixed shapes: the compiled engine, prompt and new tokens
-        state = compiled_prefill(model, prompts_ids, cache_bucket(longest + max_new_tokens, limit),
-                                 pad_id)
+        width = prefill_width(longest, max_new_tokens, limit)
+        state = compiled_prefill(model, prompts_ids, cache_bucket(width + max_new_tokens, limit),
+                                 pad_id, width)
     else:
         state = prefill(model, prompts_ids, pad_id, use_cache=False)
     if use_cache and not do_sample and repetition_penalty == 1.0:     # greedy on the device
