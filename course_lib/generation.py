@@ -28,6 +28,7 @@ How it works
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -222,48 +223,153 @@ def decode_step(model, state: DecodeState, next_tokens, mode: str = "graph") -> 
     return state
 
 
+_mm_t = ops.MatMul(transpose_b=True)           # x @ Wᵀ with W stored (out, in), as nn.Dense
+_bmm = ops.BatchMatMul()
+_bmm_t = ops.BatchMatMul(transpose_b=True)
+_unit_norm = ops.L2Normalize(axis=-1, epsilon=1e-12)
+
+
+def _weight(linear):
+    """The (out, in) weight a linear layer applies, a LoRA adapter's B·A·alpha/r included."""
+    w = linear.weight.astype(ms.float32)
+    if hasattr(linear, "lora_A"):                     # lora.LoRADense, not merged
+        w = w + ops.matmul(linear.lora_B, linear.lora_A).astype(ms.float32) * linear.scaling
+    return w
+
+
+def _bias(linear):
+    return linear.bias.astype(ms.float32)
+
+
+def _fold_norm(w, gain, n: int):
+    """W (out, n) of the layer after an RMSNorm with weight ``gain``, for inputs that are
+    unit vectors of n + 1 features (see ``DecodeWeights``): W·diag(√n·gain), then a zero
+    column for the extra feature."""
+    w = w * (gain.astype(ms.float32) * math.sqrt(n))
+    return ops.concat((w, ops.zeros((w.shape[0], 1), ms.float32)), 1)
+
+
+def _extra_row(w):
+    """A zero output row: the layer adds nothing to the extra feature of the residual stream."""
+    return ops.concat((w, ops.zeros((1,) + w.shape[1:], ms.float32)), 0)
+
+
+class DecodeWeights(nn.Cell):
+    """The model's weights rearranged for decoding, the way inference engines fold them:
+
+    * the residual stream gets one extra feature, the constant c = sqrt(n·eps); then
+      RMSNorm(h)·g = sqrt(n)·g·u[:n] with u = h'/|h'| the unit vector of h' = [h, c]
+      (|h'|² = Σh² + n·eps): ONE ``L2Normalize`` kernel per norm, √n·g folded into the
+      next layer's weight (``_fold_norm``), the extra feature given zero weight;
+    * q, k, v in one matmul (q's rows pre-scaled by 1/sqrt(d)), gate and up in one;
+    * o_proj and down_proj with a zero row for the extra feature (``_extra_row``);
+    * LoRA adapters added in (``_weight``).
+
+    Calling it (one compiled graph) recomputes every folded weight from the model's LIVE
+    parameters: ``decode_engine`` does so at the start of every generation, so training,
+    ``load_checkpoint`` or a merge between two calls is always seen."""
+
+    def __init__(self, lm):
+        super().__init__(auto_prefix=False)
+        c = lm.config
+        n, f, layers = c.hidden_size, c.intermediate_size, c.num_layers
+        self.lm, self.n = lm, n
+        self.constant = math.sqrt(n * c.rms_norm_eps)
+        zeros = lambda shape, name: ms.ParameterTuple(                             # noqa: E731
+            ms.Parameter(Tensor(np.zeros(shape, np.float32)), f"decode_{name}{i}",
+                         requires_grad=False) for i in range(layers))
+        self.qkv, self.qkv_bias = zeros((3 * n, n + 1), "qkv"), zeros((3 * n,), "qkv_bias")
+        self.o, self.o_bias = zeros((n + 1, n), "o"), zeros((n + 1,), "o_bias")
+        self.gate_up, self.down = zeros((2 * f, n + 1), "gate_up"), zeros((n + 1, f), "down")
+        self.lm_head = ms.Parameter(Tensor(np.zeros((c.vocab_size, n + 1), np.float32)),
+                                    "decode_lm_head", requires_grad=False)
+
+    def construct(self):
+        body, n, c = self.lm.model, self.n, self.lm.config
+        for i, layer in enumerate(body.layers):
+            a, mlp = layer.self_attn, layer.mlp
+            parts = (a.W_pack,) if a.fused_qkv else (a.q_proj, a.k_proj, a.v_proj)
+            w = ops.concat([_weight(x) for x in parts], 0)                    # (3n, n)
+            w = ops.concat((w[:n] * a.scale, w[n:]), 0)
+            ops.assign(self.qkv[i], _fold_norm(w, layer.input_layernorm.weight, n))
+            if c.qkv_bias:
+                b = ops.concat([_bias(x) for x in parts], 0)
+                ops.assign(self.qkv_bias[i], ops.concat((b[:n] * a.scale, b[n:]), 0))
+            ops.assign(self.o[i], _extra_row(_weight(a.o_proj)))
+            if c.o_bias:
+                ops.assign(self.o_bias[i], _extra_row(_bias(a.o_proj)))
+            gate_up = ops.concat((_weight(mlp.gate_proj), _weight(mlp.up_proj)), 0)
+            ops.assign(self.gate_up[i], _fold_norm(gate_up, layer.post_attention_layernorm.weight, n))
+            ops.assign(self.down[i], _extra_row(_weight(mlp.down_proj)))
+        return ops.assign(self.lm_head, _fold_norm(_weight(self.lm.lm_head), body.norm.weight, n))
+
+
 class DecodeEngine(nn.Cell):
-    """The compiled decode step: one new token per row through the model's own layers
-    (``Attention.heads`` / ``Attention.attend``, the MLP and norms of every
-    ``DecoderLayer``), against a KV cache of ``slots`` fixed slots that lives inside the
-    engine — one (B, H, slots, d) ``Parameter`` per layer for keys and for values.
+    """The compiled decode step of a ``CausalLM``: the model's computation with the
+    ``DecodeWeights`` folding (fewer, larger kernels: MindSpore's runtime pays per kernel),
+    against a KV cache of ``slots`` fixed slots that lives inside the engine — one
+    (B, H, slots, d) ``Parameter`` per layer for keys and for values.
 
     Inputs for T new tokens per row (T = 1 while decoding, T = the padded prompt width
     for a compiled prefill): ``token`` (B, T) int32; ``bias`` (B, H|1, T, slots) —
     ``attention_bias`` of the tokens against every slot (empty slots, pads and later
-    tokens masked); ``cos``/``sin`` (B, 1, T, d) or None (ALiBi); ``where`` (B, H, T, 3)
-    int32: the [row, head, slot] index of every new key/value, which
-    ``ops.scatter_nd_update`` writes into the cache. Returns the greedy choice (B, 1) int32
-    — it can stay on the device as the next call's ``token`` — and the logits (B, V) of
-    the last token for sampling. Same shapes at every step: GRAPH mode compiles the step
-    once per engine (batch size x slots), and a prefill once per prompt width."""
+    tokens masked); ``rotation`` (B·T·3, d, d) — RoPE as a rotation matrix per token for
+    its q, k (identity for v), or None (ALiBi); ``where`` (B, H, T, 3) int32: the [row,
+    head, slot] index of every new key/value, which ``ops.scatter_nd_update`` writes into
+    the cache. Returns the greedy choice (B, 1) int32 — it can stay on the device as the
+    next call's ``token`` — and the logits (B, V) of the last token. Same shapes at every
+    step: GRAPH mode compiles the step once per engine (batch size x slots), and a
+    prefill once per prompt width. Equal to the model's own forward: tests/test_generation.py."""
 
-    def __init__(self, lm, batch: int, slots: int):
+    def __init__(self, weights: DecodeWeights, batch: int, slots: int):
         super().__init__(auto_prefix=False)
-        c = lm.config
-        self.lm, self.slots = lm, slots
+        c = weights.lm.config
+        self.w, self.slots, self.config = weights, slots, c
         shape = (batch, c.num_heads, slots, c.head_dim)
         buffers = lambda kind: ms.ParameterTuple(                                  # noqa: E731
             ms.Parameter(Tensor(np.zeros(shape, np.float32)), f"cache_{kind}{i}", requires_grad=False)
             for i in range(c.num_layers))
         self.keys, self.values = buffers("k"), buffers("v")
 
-    def construct(self, token, bias, cos, sin, where):
-        body = self.lm.model
-        h = body.embed_tokens(token)                                       # (B, T, hidden)
-        for i, layer in enumerate(body.layers):
-            attn = layer.self_attn
-            q, k, v = attn.heads(layer.input_layernorm(h), cos, sin)       # (B, H, T, d)
-            # where (B, H, T, 3) indexes k (B, H, T, d) as it is: no reshape kernel
+    def heads(self, i: int, u, rotation, batch: int, length: int):
+        """Unit-norm inputs (B·T, n+1) -> q, k, v (B, H, T, d), q and k rotated (RoPE)."""
+        c = self.config
+        p = _mm_t(u, self.w.qkv[i])
+        if c.qkv_bias:
+            p = p + self.w.qkv_bias[i]
+        if rotation is not None:                          # (B·T·3, H, d) @ (B·T·3, d, d)
+            p = _bmm(p.reshape(-1, c.num_heads, c.head_dim), rotation)
+        if length == 1:       # moving a unit axis is a free reshape, not a Transpose kernel
+            p = p.reshape(batch, 3, c.num_heads, 1, c.head_dim)
+        else:
+            p = p.reshape(batch, length, 3, c.num_heads, c.head_dim).transpose(0, 2, 3, 1, 4)
+        return ops.unstack(p, 1)
+
+    def attend(self, i: int, q, keys, values, bias, batch: int, length: int):
+        """softmax(q·kᵀ + bias)·v (the scale is folded into q), merged and projected."""
+        c = self.config
+        out = _bmm(ops.softmax(_bmm_t(q, keys) + bias, -1), values)        # (B, H, T, d)
+        if length > 1:
+            out = out.transpose(0, 2, 1, 3)
+        out = _mm_t(out.reshape(batch * length, c.hidden_size), self.w.o[i])
+        return out + self.w.o_bias[i] if c.o_bias else out
+
+    def construct(self, token, bias, rotation, where):
+        batch, length = token.shape
+        h = ops.gather(self.w.lm.model.embed_tokens.weight, token.reshape(-1), 0)
+        h = ops.concat((h.astype(ms.float32),
+                        ops.full((batch * length, 1), self.w.constant, dtype=ms.float32)), 1)
+        for i in range(self.config.num_layers):
+            q, k, v = self.heads(i, _unit_norm(h), rotation, batch, length)
             keys = ops.scatter_nd_update(self.keys[i], where, k)
             values = ops.scatter_nd_update(self.values[i], where, v)
-            h = h + attn.attend(q, keys, values, bias)
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
-        if h.shape[1] > 1:          # a whole prompt (prefill): only its last column's logits
-            h = h[:, -1:]
-        # (B, 1, V) -> (B, V) by a reshape: the slice [:, -1] took 1.6 ms of a 10 ms step
-        # at batch 8 (one StridedSlice kernel; measured with MindSpore's profiler)
-        logits = self.lm.lm_head(body.norm(h)).reshape(h.shape[0], -1).astype(ms.float32)
+            h = h + self.attend(i, q, keys, values, bias, batch, length)
+            gate, up = ops.split(_mm_t(_unit_norm(h), self.w.gate_up[i]),
+                                 self.config.intermediate_size, -1)
+            h = h + _mm_t(ops.silu(gate) * up, self.w.down[i])
+        if length > 1:              # a whole prompt (prefill): only its last column's logits
+            h = h.reshape(batch, length, -1)[:, -1]
+        logits = _mm_t(_unit_norm(h), self.w.lm_head)                       # (B, V)
         return ops.argmax(logits, -1).astype(ms.int32).reshape(-1, 1), logits
 
 
@@ -271,22 +377,53 @@ _ENGINES_PER_MODEL = 4          # compiled engines (and their cache buffers) kep
 
 
 def decode_engine(model, batch: int, slots: int) -> DecodeEngine:
-    """The model's engine for ``batch`` rows and ``slots`` cache slots (compiled on first
-    use, then reused: the least recently used beyond ``_ENGINES_PER_MODEL`` is dropped).
-    Kept in the model's ``__dict__`` (not a child Cell: no extra parameters in checkpoints),
-    so engines go away with the model."""
+    """The model's engine for ``batch`` rows and ``slots`` cache slots, its folded weights
+    just recomputed from the model's parameters (``DecodeWeights``, one compiled call).
+    Engines are compiled on first use, then reused (the least recently used beyond
+    ``_ENGINES_PER_MODEL`` is dropped); they share one ``DecodeWeights``, rebuilt (and the
+    engines dropped) when the model's layers or Parameter objects are replaced. Kept in the
+    model's ``__dict__`` (not child Cells: no extra parameters in checkpoints), so they go
+    away with the model."""
+    weights, layout = model.__dict__.get("_decode_weights"), _layout(model)
+    if weights is None or weights.layout != layout:
+        # first use, or layers/parameters replaced (inject_lora, merge_lora, a new Dense):
+        # a graph compiled for the old layout would silently keep computing the old model
+        weights = model.__dict__["_decode_weights"] = DecodeWeights(model)
+        weights.layout = layout
+        model.__dict__["_decode_engines"] = {}
+    with execution_mode("graph"):
+        weights()
     engines = model.__dict__.setdefault("_decode_engines", {})
-    engine = engines.pop((batch, slots), None) or DecodeEngine(model, batch, slots)
+    engine = engines.pop((batch, slots), None) or DecodeEngine(weights, batch, slots)
     engines[(batch, slots)] = engine                     # most recently used last
     while len(engines) > _ENGINES_PER_MODEL:
         engines.pop(next(iter(engines)))
     return engine
 
 
+def _layout(model) -> tuple:
+    """Which Cell and which Parameter objects the model is made of (not their values)."""
+    return (tuple((name, id(cell)) for name, cell in model.cells_and_names()),
+            tuple(id(p) for p in model.get_parameters()))
+
+
 def cache_bucket(length: int, limit: int) -> int:
     """Slots to reserve for ``length`` tokens: the next power of two >= 64, at most ``limit``
     (few distinct shapes -> few compilations)."""
     return min(limit, max(64, 1 << (int(length) - 1).bit_length()))
+
+
+def rotation_matrices(cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """RoPE as matrices: x·cos + rotate_half(x)·sin == x @ R for a row vector x, with
+    rotate_half([x1, x2]) = [-x2, x1] (Hugging Face's layout). cos, sin (..., d) -> R
+    (..., d, d): R[j, j] = cos_j; R[j + d/2, j] = -sin_j and R[j, j + d/2] = sin_(j+d/2)."""
+    d = cos.shape[-1]
+    half, j = d // 2, np.arange(d // 2)
+    r = np.zeros(cos.shape + (d,), np.float32)
+    r[..., np.arange(d), np.arange(d)] = cos
+    r[..., j + half, j] = -sin[..., :half]
+    r[..., j, j + half] = sin[..., half:]
+    return r
 
 
 class StepInputs:
@@ -300,34 +437,41 @@ class StepInputs:
         self.start = None
 
     def _build(self, start: int, stop: int):
-        """bias (B, H|1, T, slots) and cos, sin (B, 1, T, d) (or None) of slots start..stop-1."""
+        """bias (B, H|1, T, slots) and rotation (B, T, 3, d, d) (or None) of slots
+        start..stop-1 (the third axis: q, k rotated by the token's angles, v unrotated)."""
         part = attention_bias(stop - start, stop, self.mask[:, :stop], self.body.slopes).asnumpy()
         bias = np.full(part.shape[:3] + (self.slots,), MASK_VALUE, np.float32)
         bias[..., :stop] = part                                # empty slots masked
         if self.body.slopes is not None:
-            return bias, None, None
+            return bias, None
         positions = positions_from_mask(self.mask)[:, start:stop]
         # construct() on NumPy positions is NumPy code: calling the Cell inside a GRAPH
         # block would compile a graph with the positions baked in, once per block
-        cos, sin = (t.asnumpy() for t in self.body.rotary.construct(positions))
-        return bias, cos, sin
+        cos, sin = (t.asnumpy()[:, 0] for t in self.body.rotary.construct(positions))
+        rotation = rotation_matrices(cos, sin)[:, :, None].repeat(3, 2)       # (B, T, 3, d, d)
+        rotation[:, :, 2] = np.eye(cos.shape[-1], dtype=np.float32)
+        return bias, rotation
 
     def __call__(self, j: int):
-        """(bias, cos, sin, where) Tensors of the step whose token goes into slot ``j``."""
+        """(bias, rotation, where) Tensors of the step whose token goes into slot ``j``."""
         if self.start is None or not self.start <= j < self.start + self.block:
             self.start = j
-            self.bias, self.cos, self.sin = self._build(j, min(j + self.block, self.mask.shape[1]))
+            self.bias, self.rotation = self._build(j, min(j + self.block, self.mask.shape[1]))
         i = j - self.start
-        cos = sin = None
-        if self.cos is not None:
-            cos, sin = Tensor(self.cos[:, :, i:i + 1]), Tensor(self.sin[:, :, i:i + 1])
-        return Tensor(self.bias[:, :, i:i + 1]), cos, sin, Tensor(self.where(j, j + 1))
+        return Tensor(self.bias[:, :, i:i + 1]), self._flat(self.rotation, i, i + 1), \
+            Tensor(self.where(j, j + 1))
 
     def span(self, start: int, stop: int):
-        """(bias, cos, sin, where) Tensors of one call that writes slots start..stop-1."""
-        bias, cos, sin = self._build(start, stop)
-        cos, sin = (None, None) if cos is None else (Tensor(cos), Tensor(sin))
-        return Tensor(bias), cos, sin, Tensor(self.where(start, stop))
+        """(bias, rotation, where) Tensors of one call that writes slots start..stop-1."""
+        bias, rotation = self._build(start, stop)
+        return Tensor(bias), self._flat(rotation, 0, stop - start), Tensor(self.where(start, stop))
+
+    @staticmethod
+    def _flat(rotation, start: int, stop: int):
+        if rotation is None:
+            return None
+        part = rotation[:, start:stop]
+        return Tensor(np.ascontiguousarray(part).reshape((-1,) + part.shape[-2:]))
 
     def where(self, start: int, stop: int) -> np.ndarray:
         """(B, H, T, 3) [row, head, slot] indices: where the keys/values of slots

@@ -213,3 +213,59 @@ def test_greedy_with_penalty_or_eos_takes_the_same_engine(alibi_model):
     for kw in (dict(repetition_penalty=1.3), dict(eos_id=generate(alibi_model, PROMPTS, 3)[0][1])):
         assert generate(alibi_model, PROMPTS, 6, **kw) == generate(alibi_model, PROMPTS, 6,
                                                                    use_cache=False, **kw)
+
+
+LONG_PROMPTS = [[40 + i for i in range(13)], [60 + i for i in range(9)], [80, 81, 82]]
+
+
+@pytest.mark.parametrize("which", ["alibi", "rope"])
+def test_whole_prompt_prefill_equals_recompute_and_columns(which, alibi_model, rope_model):
+    """A prompt of >= PREFILL_MIN columns goes through the engine in ONE call (left-padded
+    to 16 columns here): its logits, and those of the steps after it, equal a no-cache
+    forward of the whole sequence and the column-by-column prefill."""
+    from course_lib import generation
+    from course_lib.generation import compiled_prefill
+    model = alibi_model if which == "alibi" else rope_model
+    block = compiled_prefill(model, LONG_PROMPTS, 64, width=16)
+    assert block.input_ids.shape == (3, 16) and generation.PREFILL_MIN <= 13
+    fresh = prefill(model, LONG_PROMPTS, use_cache=False)
+    np.testing.assert_allclose(block.logits, fresh.logits, atol=2e-5)
+    for tokens in ([100, 101, 102], [103, 104, 105]):
+        decode_step(model, block, tokens)
+        decode_step(model, fresh, tokens)
+        np.testing.assert_allclose(block.logits, fresh.logits, atol=2e-5)
+    assert generate(model, LONG_PROMPTS, 12) == generate(model, LONG_PROMPTS, 12, use_cache=False)
+
+
+def test_engine_sees_weights_changed_between_calls():
+    """The engine's folded weights are recomputed from the live parameters at every
+    generation: change a layer's weights (as training or load_checkpoint would) and the
+    next ``generate`` follows them (it equals the cache-free recompute, and it changed)."""
+    import course_lib as cl
+    cl.seed_everything(1)
+    model = InternLMForCausalLM(internlm.tiny(hidden_size=32, num_layers=2, num_heads=4))
+    before = generate(model, PROMPTS, 8)
+    rng = np.random.default_rng(0)
+    for p in model.trainable_params():
+        if "layers.1" in p.name or "lm_head" in p.name or "norm" in p.name:
+            p.set_data(ms.Tensor(rng.normal(0, 0.3, p.shape).astype(np.float32)))
+    after = generate(model, PROMPTS, 8)
+    assert after != before
+    assert after == generate(model, PROMPTS, 8, use_cache=False)
+
+
+def test_engine_applies_unmerged_lora_adapters():
+    """A model with unmerged LoRA adapters (lora.LoRADense) decodes with W + B·A·alpha/r:
+    same ids as the cache-free forward through the LoRA layers, and not those of the base."""
+    import course_lib as cl
+    from course_lib.lora import inject_lora, lora_layers
+    cl.seed_everything(2)
+    model = InternLMForCausalLM(internlm.tiny(hidden_size=32, num_layers=2, num_heads=4))
+    base = generate(model, PROMPTS, 8)
+    inject_lora(model, ["q_proj", "v_proj", "o_proj", "down_proj"], r=4, alpha=8)
+    rng = np.random.default_rng(0)
+    for layer in lora_layers(model).values():
+        layer.lora_B.set_data(ms.Tensor(rng.normal(0, 0.5, layer.lora_B.shape).astype(np.float32)))
+    with_lora = generate(model, PROMPTS, 8)
+    assert with_lora != base
+    assert with_lora == generate(model, PROMPTS, 8, use_cache=False)
