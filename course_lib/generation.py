@@ -14,13 +14,17 @@ How it works
   token per row and attends to the cache (``use_cache=False`` recomputes everything — the
   baseline for the speed-up measurement).
 * ``generate`` decodes with a compiled engine (``DecodeEngine``, GRAPH mode): the KV cache
-  lives inside it as Parameters of a fixed length (a power of two >= 64, the "bucket") and
-  each step writes one slot in place, so every step has the same shapes and the engine
-  compiles once per batch size and bucket. The prompt goes through the same engine, one
-  column per call. Greedy decoding picks the next id on the device (argmax) and feeds it
-  straight back; the host only sends the step's small inputs (``StepInputs``: attention
-  bias, rotary angles, slot index) and reads the chosen ids. Sampling and the repetition
-  penalty bring each step's logits to the host instead.
+  lives inside it as Parameters of a fixed length (a multiple of 64, the "bucket") and
+  each step writes one slot, so every step has the same shapes and the engine compiles
+  once per batch size and bucket. It runs the model with its weights folded the way
+  inference engines do (``DecodeWeights``: norm gains and the attention scale folded into
+  the next matmul, q/k/v and gate/up in one matmul each): ~100 kernels per token instead
+  of ~250, recomputed from the live parameters at the start of every generation. A
+  prompt of >= 8 tokens goes through the engine in one call (a graph per power-of-two
+  width), a shorter one column by column. Greedy decoding picks the next id on the
+  device (argmax) and feeds it straight back; the host only sends the step's small
+  inputs (``StepInputs``: attention bias, RoPE rotation, slot index) and reads the chosen
+  ids. Sampling and the repetition penalty bring each step's logits to the host instead.
 * Rows that produced EOS leave the batch (``DecodeState.select_rows``), the building block
   of dynamic batching in an inference server.
 * Logits processing happens in NumPy on (B, V) rows, in Hugging Face's order: repetition
@@ -408,9 +412,12 @@ def _layout(model) -> tuple:
 
 
 def cache_bucket(length: int, limit: int) -> int:
-    """Slots to reserve for ``length`` tokens: the next power of two >= 64, at most ``limit``
-    (few distinct shapes -> few compilations)."""
-    return min(limit, max(64, 1 << (int(length) - 1).bit_length()))
+    """Slots to reserve for ``length`` tokens: the next multiple of 64, at most ``limit``
+    (few distinct shapes -> few compilations). Multiples of 64 rather than powers of two:
+    every step copies the cache buffers it writes (``ops.scatter_nd_update`` on CPU) and
+    attends over every slot, so 272 tokens in 320 slots instead of 512 is x1.18 at batch 8
+    (benchmarks/RESULTS.md)."""
+    return min(limit, max(64, -(-int(length) // 64) * 64))
 
 
 def rotation_matrices(cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
