@@ -308,6 +308,9 @@ class DecodeWeights(nn.Cell):
         return ops.assign(self.lm_head, _fold_norm(_weight(self.lm.lm_head), body.norm.weight, n))
 
 
+ADD_IN_PLACE_BYTES = 256 * 1024   # cache buffers from this size on are written in place
+
+
 class DecodeEngine(nn.Cell):
     """The compiled decode step of a ``CausalLM``: the model's computation with the
     ``DecodeWeights`` folding (fewer, larger kernels: MindSpore's runtime pays per kernel),
@@ -319,8 +322,8 @@ class DecodeEngine(nn.Cell):
     ``attention_bias`` of the tokens against every slot (empty slots, pads and later
     tokens masked); ``rotation`` (B·T·3, d, d) — RoPE as a rotation matrix per token for
     its q, k (identity for v), or None (ALiBi); ``where`` (B, H, T, 3) int32: the [row,
-    head, slot] index of every new key/value, which ``ops.scatter_nd_update`` writes into
-    the cache. Returns the greedy choice (B, 1) int32 — it can stay on the device as the
+    head, slot] index of every new key/value, written into the cache by ``_write_cache``.
+    Returns the greedy choice (B, 1) int32 — it can stay on the device as the
     next call's ``token`` — and the logits (B, V) of the last token. Same shapes at every
     step: GRAPH mode compiles the step once per engine (batch size x slots), and a
     prefill once per prompt width. Equal to the model's own forward: tests/test_generation.py."""
@@ -334,6 +337,12 @@ class DecodeEngine(nn.Cell):
             ms.Parameter(Tensor(np.zeros(shape, np.float32)), f"cache_{kind}{i}", requires_grad=False)
             for i in range(c.num_layers))
         self.keys, self.values = buffers("k"), buffers("v")
+        self.add_in_place = 4 * int(np.prod(shape)) >= ADD_IN_PLACE_BYTES
+
+    def clear(self) -> None:
+        """Zero every cache slot (a new generation starts: slots are then added into)."""
+        for buffer in (*self.keys, *self.values):
+            buffer.set_data(ops.zeros(buffer.shape, buffer.dtype))
 
     def heads(self, i: int, u, rotation, batch: int, length: int):
         """Unit-norm inputs (B·T, n+1) -> q, k, v (B, H, T, d), q and k rotated (RoPE)."""
@@ -358,6 +367,16 @@ class DecodeEngine(nn.Cell):
         out = _mm_t(out.reshape(batch * length, c.hidden_size), self.w.o[i])
         return out + self.w.o_bias[i] if c.o_bias else out
 
+    def _write_cache(self, buffer, where, new):
+        """The new keys (or values) into their slots. ``ops.scatter_nd_update``'s CPU kernel
+        copies the whole buffer to its output at every call; ``ops.scatter_nd_add`` works
+        in place but costs ~50 us even for one slot (benchmarks/probe_cache_write.py): the
+        add for buffers of ``ADD_IN_PLACE_BYTES`` and more, into slots that are still zero
+        (``clear()`` when a generation starts; every slot is written once after it)."""
+        if self.add_in_place:
+            return ops.scatter_nd_add(buffer, where, new)
+        return ops.scatter_nd_update(buffer, where, new)
+
     def construct(self, token, bias, rotation, where):
         batch, length = token.shape
         h = ops.gather(self.w.lm.model.embed_tokens.weight, token.reshape(-1), 0)
@@ -365,8 +384,8 @@ class DecodeEngine(nn.Cell):
                         ops.full((batch * length, 1), self.w.constant, dtype=ms.float32)), 1)
         for i in range(self.config.num_layers):
             q, k, v = self.heads(i, _unit_norm(h), rotation, batch, length)
-            keys = ops.scatter_nd_update(self.keys[i], where, k)
-            values = ops.scatter_nd_update(self.values[i], where, v)
+            keys = self._write_cache(self.keys[i], where, k)
+            values = self._write_cache(self.values[i], where, v)
             h = h + self.attend(i, q, keys, values, bias, batch, length)
             gate, up = ops.split(_mm_t(_unit_norm(h), self.w.gate_up[i]),
                                  self.config.intermediate_size, -1)
@@ -414,8 +433,8 @@ def _layout(model) -> tuple:
 def cache_bucket(length: int, limit: int) -> int:
     """Slots to reserve for ``length`` tokens: the next multiple of 64, at most ``limit``
     (few distinct shapes -> few compilations). Multiples of 64 rather than powers of two:
-    every step copies the cache buffers it writes (``ops.scatter_nd_update`` on CPU) and
-    attends over every slot, so 272 tokens in 320 slots instead of 512 is x1.18 at batch 8
+    every step attends over every slot (and small buffers are copied at every write:
+    ``DecodeEngine._write_cache``), so 272 tokens take 320 slots instead of 512
     (benchmarks/RESULTS.md)."""
     return min(limit, max(64, -(-int(length) // 64) * 64))
 
@@ -518,6 +537,7 @@ def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0,
     if ids.shape[1] > slots:
         raise ValueError(f"A prompt of {ids.shape[1]} tokens does not fit in {slots} slots.")
     engine = decode_engine(model, len(ids), slots)
+    engine.clear()                   # what an earlier generation left in the slots goes
     inputs = StepInputs(model, mask, slots)
     with execution_mode("graph"):
         if ids.shape[1] >= PREFILL_MIN:

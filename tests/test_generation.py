@@ -269,3 +269,29 @@ def test_engine_applies_unmerged_lora_adapters():
     with_lora = generate(model, PROMPTS, 8)
     assert with_lora != base
     assert with_lora == generate(model, PROMPTS, 8, use_cache=False)
+
+
+@pytest.mark.parametrize("which", ["alibi", "rope"])
+def test_in_place_cache_write_equals_recompute(which, alibi_model, rope_model, monkeypatch):
+    """Large caches are written with ScatterNdAdd into zeroed slots (no copy of the buffer):
+    forced here for the tiny models, the engine's logits after prefill and steps, a
+    whole-prompt prefill and a generation after a longer one (stale slots) all equal the
+    cache-free recompute. Fails if a slot is added into twice or not cleared."""
+    from course_lib import generation
+    from course_lib.generation import compiled_prefill
+    model = alibi_model if which == "alibi" else rope_model
+    monkeypatch.setattr(generation, "ADD_IN_PLACE_BYTES", 0)
+    model.__dict__.pop("_decode_engines", None)           # engines built with the add
+    try:
+        state = compiled_prefill(model, PROMPTS, 64)
+        assert state.cache.engine.add_in_place
+        fresh = prefill(model, PROMPTS, use_cache=False)
+        for tokens in ([100, 101, 102], [103, 104, 105]):
+            decode_step(model, state, tokens)
+            decode_step(model, fresh, tokens)
+            np.testing.assert_allclose(state.logits, fresh.logits, atol=2e-5)
+        generate(model, [[7, 8, 9, 10, 11, 12, 13, 14]], 30)            # leaves slots full
+        for prompts in ([[5, 6]], LONG_PROMPTS, PROMPTS):
+            assert generate(model, prompts, 12) == generate(model, prompts, 12, use_cache=False)
+    finally:
+        model.__dict__.pop("_decode_engines", None)
