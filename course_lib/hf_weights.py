@@ -22,10 +22,11 @@ What a real model directory looks like (the files the loaders below read):
 Reading is **shard by shard, tensor by tensor**: a shard is memory-mapped, each tensor is
 copied into its parameter in the parameter's dtype (bf16 stays bf16: NumPy gets
 ``ml_dtypes.bfloat16``) in ~4 MB blocks, and the kernel is told to drop each block's file
-pages once copied. Peak host memory is the parameters plus a few MB (1.09x measured for
-a 142M-parameter bf16 load, tests/test_pretrained.py), not the checkpoint twice. PyTorch ``.bin``
-pickles go through ONE safe loader, ``course_lib.migration.convert.load_torch_bin``
-(``torch.load(weights_only=True)``, refusing anything but tensors).
+pages once copied. Peak host memory is the parameters plus a few MB (at most 1.15x for
+a 142M-parameter bf16 load: tests/test_pretrained.py measures and prints it), not the
+checkpoint twice. PyTorch ``.bin`` pickles go through ONE safe loader,
+``course_lib.migration.convert.load_torch_bin`` (``torch.load(weights_only=True)``, refusing
+anything but tensors).
 
 Loading is strict and every problem is diagnosed by one checker, ``check_compatible``
 (also used by ``LLMTrainer.load``, ``callbacks.restore_checkpoint``, LoRA adapters and the

@@ -226,8 +226,9 @@ def rotate_half(x):
     head are the pairs, not interleaved even/odd features).
 
     One ``Split`` kernel instead of two slices ``x[..., half:]``, ``x[..., :half]``: on CPU
-    MindSpore's StridedSlice kernel costs ~40 us even for a (8, 8, 1, 32) tensor
-    (``benchmarks/profile_decode.py``), and every decode step rotates 2 tensors per layer."""
+    MindSpore's StridedSlice kernel has a fixed cost even for a (8, 8, 1, 32) tensor (measured
+    by ``benchmarks/profile_decode.py``; figures in benchmarks/RESULTS.md), and every decode
+    step rotates 2 tensors per layer."""
     x1, x2 = ops.split(x, x.shape[-1] // 2, -1)
     return ops.cat((-x2, x1), -1)
 
@@ -321,7 +322,8 @@ def attention_bias(query_len: int, key_len: int, attention_mask=None, slopes=Non
 
 _matmul_transpose_b = ops.BatchMatMul(transpose_b=True)   # q @ kᵀ without materialising kᵀ
 _batch_matmul = ops.BatchMatMul()   # probs @ v: its gradient uses transpose flags, where
-                                    # ops.matmul's adds Transpose kernels (2x slower fwd+bwd)
+                                    # ops.matmul's adds Transpose kernels (slower fwd+bwd:
+                                    # benchmarks/RESULTS.md, train step)
 
 
 def _softmax_float32(scores, bias, scale: float):

@@ -229,8 +229,9 @@ class AdamW(nn.Optimizer):
 # --------------------------------------------------------------------------------------
 def global_norm(grads):
     """sqrt(sum of squares of every gradient entry) — what clipping compares to ``clip``."""
-    # .sum(-1).sum(): MindSpore's CPU ReduceSum over ALL axes of a large tensor is ~6x
-    # slower than a reduction over the last axis followed by a small one (measured)
+    # .sum(-1).sum(): MindSpore's CPU ReduceSum over ALL axes of a large tensor is several
+    # times slower than a reduction over the last axis followed by a small one
+    # (benchmarks/RESULTS.md, train step)
     return ops.sqrt(ops.addn([ops.square(g.astype(ms.float32)).sum(-1).sum() for g in grads]))
 
 
