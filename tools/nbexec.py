@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 KERNEL = "mindspore-course"
 RECORD_KEY = "course"               # cell.metadata[RECORD_KEY]["source_sha1"], nb-level "scale"
@@ -29,12 +31,20 @@ def execute(path: Path, timeout: int = 1800, scale: str | None = None
     nb = nbformat.read(path, as_version=4)
     if scale:
         os.environ["COURSE_SCALE"] = scale      # the kernel inherits this process's environment
-    # The current interpreter's kernel, like pytest --nbval-current-env.
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
-    start = time.perf_counter()
-    client.execute()
-    return nb, time.perf_counter() - start
+    # The current interpreter's kernel, like pytest --nbval-current-env. It talks to this
+    # process over IPC (Unix sockets in a private temporary folder), not TCP: the kernel is
+    # local, and over TCP ipykernel warns at every start that the traffic is unencrypted
+    # ("... susceptible to eavesdropping"), once per notebook of `make course`. The socket
+    # path is absolute because the kernel runs in the notebook's folder, not in ours.
+    with tempfile.TemporaryDirectory(prefix="nbexec-") as sockets:
+        config = Config()
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = os.path.join(sockets, "kernel")
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", config=config,
+                                resources={"metadata": {"path": str(path.parent)}})
+        start = time.perf_counter()
+        client.execute()
+        return nb, time.perf_counter() - start
 
 
 def _clean_outputs(outputs: list) -> list:
