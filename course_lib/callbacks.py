@@ -31,7 +31,7 @@ from mindspore.train import Callback, LearningRateScheduler, Model
 
 from .hf_weights import check_compatible
 from .plots import LivePlot
-from .runtime import IsolatedError, execution_mode, run_isolated
+from .runtime import IsolatedError, execution_mode, progress, run_isolated
 from .safeio import save_checkpoint_atomic
 
 
@@ -407,11 +407,10 @@ class ProgressBar(Callback):
         self.bar = None
 
     def on_train_begin(self, run_context):
-        from tqdm.auto import tqdm
         cb = run_context.original_args()
         total = self.total or cb.get("steps_this_call") or \
             max(0, cb.epoch_num * cb.batch_num - int(cb.get("cur_step_num") or 0))
-        self.bar = tqdm(total=total or None, desc=self.desc, dynamic_ncols=True)
+        self.bar = progress(total=total or None, desc=self.desc, dynamic_ncols=True)
 
     def on_train_step_end(self, run_context):
         cb = run_context.original_args()

@@ -282,6 +282,30 @@ def interactive() -> bool:
     return os.environ.get("COURSE_HEADLESS", "0") != "1"
 
 
+def progress(iterable=None, **kwargs):
+    """A tqdm progress bar: the live widget in JupyterLab; headless (``make record``, tests) a
+    text bar drawn when it starts and once more when it closes, so a stored notebook shows
+    the finished bar ("100%| 400/400 [...]"), not a widget frozen at 0%."""
+    if interactive():
+        from tqdm.auto import tqdm
+        return tqdm(iterable, **kwargs)
+    from tqdm.std import tqdm
+    kwargs.pop("dynamic_ncols", None)
+    return tqdm(iterable, file=sys.stdout, mininterval=float("inf"), ncols=100, **kwargs)
+
+
+def shown(text) -> str:
+    """``text`` (a path, a message, a command line) as a notebook should print it: the
+    course's folder as ``.`` and the cache folder as ``.cache``, so stored outputs read the
+    same on every machine and carry no one's home or checkout path."""
+    out = str(text)
+    cache = os.environ.get("COURSE_CACHE_DIR")
+    if cache:
+        out = out.replace(str(Path(cache).resolve()), ".cache").replace(cache.rstrip("/"), ".cache")
+    root = str(Path(__file__).resolve().parents[1])
+    return out.replace(root + os.sep, "." + os.sep).replace(root, ".")
+
+
 def cache_dir(*parts: str) -> Path:
     """Where derived artefacts (cleaned corpora, trained checkpoints) live.
 

@@ -199,3 +199,16 @@ def test_a_timeout_kills_what_the_child_started(tmp_path):
         time.sleep(0.1)
     else:
         raise AssertionError(f"the child's sleeper {sleeper} outlived the timeout")
+
+
+def test_shown_hides_the_machines_paths(tmp_path, monkeypatch):
+    """Stored outputs read the same on every machine: the checkout and the cache folder are
+    printed as . and .cache (tests/test_book_reads_well.py refuses machine paths)."""
+    from pathlib import Path
+    import course_lib as cl
+    root = Path(cl.__file__).resolve().parents[1]
+    assert cl.shown(root / ".cache" / "ch07" / "m") == "./.cache/ch07/m"
+    assert cl.shown(f"{root}/.venv/bin/msrun --out {root}/.cache/x") == "./.venv/bin/msrun --out ./.cache/x"
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    assert cl.shown(f"saved to {tmp_path}/ch07") == "saved to .cache/ch07"
+    assert cl.shown("/etc/hosts") == "/etc/hosts"
