@@ -34,7 +34,7 @@ this table equal to the notebooks' imports):
                                    lookalike, memory, pretrained
 
 Underneath, imported by the modules above: ``scale`` (``cl.pick``), ``validate`` (input
-checks), ``safeio`` (atomic writes), ``hf_tokenizer``, ``measure`` and ``experiments`` (timings for notebooks and benchmarks).
+checks), ``safeio`` (atomic writes), ``facts`` (``cl.fact``: a stated fact printed and asserted), ``hf_tokenizer``, ``measure`` and ``experiments`` (timings for notebooks and benchmarks).
 
 Import rule. A notebook starts with ``import course_lib as cl`` and ``cl.setup()``, then
 imports modules by name (``from course_lib import layers`` or ``from course_lib.layers
@@ -55,7 +55,8 @@ os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from .scale import pick  # noqa: E402
-from .runtime import setup, seed_everything, interactive, cache_dir  # noqa: E402
+from .runtime import setup, seed_everything, interactive, cache_dir, shown  # noqa: E402
+from .facts import fact, FactError  # noqa: E402
 
 
 
