@@ -5,18 +5,25 @@
     book.verdicts()        # {"alice": {"ch03.shift_for_lm": "pass", ...}, ...}
 
 or ``python -m course_lib.grade SUBMISSIONS_DIR [--out gradebook.csv] [--html report.html]``.
-Every exercise cell a learner changed runs in its own fresh process (``grade.sandbox``)
-against the checker the notebook calls; an untouched scaffold, a missing cell or a missing
-notebook is "not attempted" without running anything. Verdicts: pass / fail / not attempted
-/ error / timeout, each with the checker's hint (see docs/instructors.md).
+Every exercise cell a learner changed is first read (``grade.audit``): one that reaches
+the answer (the reference solutions, ``show_solution``, the library object the exercise
+asks for) is "borrowed", one that reaches for the grading machinery is an "error"; neither
+runs. The others run in their own fresh process (``grade.sandbox``) against the checker the
+notebook calls, which sends back what the learner's code produced; the verdict is computed
+here (``grade.judge``) against a reference run of each chapter's checkers in a process that
+runs no learner code, on hidden inputs drawn anew for each grading session. An untouched
+scaffold, a missing cell or a missing notebook is "not attempted" without running anything.
+Verdicts: pass / fail / borrowed / not attempted / error / timeout, each with a hint; each
+learner also gets a feedback page (``report.write_feedback``; see docs/instructors.md).
 """
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import notebooks, report, sandbox
-from .sandbox import VERDICTS, Result
+from . import audit, notebooks, report, sandbox
+from .judge import VERDICTS, Result
 
 DEFAULT_TIMEOUT = 120.0               # seconds per exercise cell, MindSpore's import included
 
@@ -91,19 +98,64 @@ def _plan(learners: dict, cells: dict) -> tuple[dict, list]:
     return decided, tasks
 
 
+def _audited(tasks: list, decided: dict) -> list:
+    """The tasks whose cell may run; the others decided here (borrowed / error)."""
+    from ..check import all_exercises
+    registry = all_exercises()
+    registered = {f"course_lib.check.{name}" for name in registry}
+    runnable = []
+    for who, cell, code in tasks:
+        targets = [t for ex in cell.exercises for t in registry[ex].targets]
+        finding = audit.audit(code, cell.setup, cell.exercises, targets, registered)
+        if finding is None:
+            runnable.append((who, cell, code))
+        else:
+            hint = finding.reason if finding.verdict == "borrowed" else \
+                f"评分器没有运行这个单元：它{finding.reason}。练习单元里只写题目要的代码，再调用检查函数。"
+            decided[who].update({ex: Result(finding.verdict, hint) for ex in cell.exercises})
+    return runnable
+
+
+def _reference_specs(tasks: list, timeout: float) -> dict:
+    """{chapter: (reference_cell, kwargs, timeout)} for the exercises some learner ran."""
+    wanted: dict[str, set] = {}
+    for _, cell, _ in tasks:
+        wanted.setdefault(cell.chapter, set()).update(cell.exercises)
+    return {ch: (sandbox.reference_cell, {"setup": notebooks.setup_for(ch), "names": sorted(names)},
+                 max(4 * timeout, 300.0)) for ch, names in wanted.items()}
+
+
+def _run_and_judge(tasks: list, decided: dict, timeout: float, jobs) -> None:
+    """Run the reference checks and the learners' cells; judge every cell's data here."""
+    refs = _reference_specs(tasks, timeout)
+    specs = list(refs.values()) + [(sandbox.run_cell, {"setup": cell.setup, "code": code,
+                                                       "calls": cell.calls}) for _, cell, code in tasks]
+    salt = {"COURSE_CHECK_SALT": str(secrets.randbelow(2**31))}
+    outcomes = sandbox.run_all(specs, timeout, jobs, env=salt)
+    references = {}
+    for (chapter, (_, kwargs, _)), (status, value) in zip(refs.items(), outcomes):
+        if status == "ok":
+            references.update(sandbox.references_from(kwargs["names"], value))
+    for (who, cell, _), (status, value) in zip(tasks, outcomes[len(refs):]):
+        if status == "ok":
+            decided[who].update(sandbox.verdicts_from(cell.exercises, value, references))
+        else:
+            decided[who].update({ex: Result(status, value) for ex in cell.exercises})
+
+
 def grade(submissions_dir, out_csv=None, html=None, timeout: float = DEFAULT_TIMEOUT,
-          jobs: int | None = None, course_dir=None) -> Gradebook:
+          jobs: int | None = None, course_dir=None, feedback=None) -> Gradebook:
     """Grade every learner found in ``submissions_dir`` (see ``notebooks.find_learners``);
-    write the CSV / HTML report when paths are given; return the :class:`Gradebook`."""
+    write the CSV / HTML report and the per-learner feedback pages (``feedback``: a folder;
+    default ``feedback/`` next to the CSV or HTML) when paths are given; return the
+    :class:`Gradebook`."""
     if not timeout or float(timeout) <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     course_dir = Path(course_dir or notebooks.COURSE_NOTEBOOKS)
     learners = notebooks.find_learners(Path(submissions_dir), course_dir)
     cells = notebooks.course_cells(course_dir)
     decided, tasks = _plan(learners, cells)
-    ran = sandbox.run_all([(cell, code) for _, cell, code in tasks], float(timeout), jobs)
-    for (who, _, _), verdicts in zip(tasks, ran):
-        decided[who].update(verdicts)
+    _run_and_judge(_audited(tasks, decided), decided, float(timeout), jobs)
     chapters = {ch: tuple(ex for cell in groups for ex in cell.exercises)
                 for ch, groups in cells.items()}
     book = Gradebook(chapters, {who: {ex: decided[who][ex] for grp in chapters.values()
@@ -112,4 +164,8 @@ def grade(submissions_dir, out_csv=None, html=None, timeout: float = DEFAULT_TIM
         report.write_csv(book, out_csv)
     if html:
         report.write_html(book, html)
+    if feedback is None and (out_csv or html):
+        feedback = Path(out_csv or html).parent / "feedback"
+    if feedback:
+        report.write_feedback(book, feedback)
     return book

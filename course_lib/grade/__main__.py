@@ -1,4 +1,5 @@
-"""python -m course_lib.grade SUBMISSIONS_DIR [--out gradebook.csv] [--html report.html] [--timeout S]"""
+"""python -m course_lib.grade SUBMISSIONS_DIR [--out gradebook.csv] [--html report.html]
+[--feedback DIR] [--timeout S]"""
 from __future__ import annotations
 
 import argparse
@@ -15,18 +16,20 @@ def main(argv=None) -> int:
     ap.add_argument("submissions", help="folder of notebooks, or of one folder per learner")
     ap.add_argument("--out", metavar="CSV", help="write the gradebook (learner x exercise) here")
     ap.add_argument("--html", metavar="HTML", help="write a self-contained HTML report here")
+    ap.add_argument("--feedback", metavar="DIR",
+                    help="one feedback page per learner here (default: feedback/ next to --out/--html)")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                     help=f"seconds per exercise cell (default {DEFAULT_TIMEOUT:g})")
     ap.add_argument("--jobs", type=int, default=None, help="processes at a time (default 2)")
     args = ap.parse_args(argv)
     try:
         book = grade(args.submissions, out_csv=args.out, html=args.html,
-                     timeout=args.timeout, jobs=args.jobs)
+                     timeout=args.timeout, jobs=args.jobs, feedback=args.feedback)
     except (FileNotFoundError, NotADirectoryError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print("\n".join(book.summary_lines()))
-    for what, path in (("gradebook", args.out), ("report", args.html)):
+    for what, path in (("gradebook", args.out), ("report", args.html), ("feedback", args.feedback)):
         if path:
             print(f"{what}: {path}")
     return 0

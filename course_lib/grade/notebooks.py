@@ -1,6 +1,8 @@
 """Learners' notebooks: who handed in what, and the exercise cells in them.
 
-The exercise cells of the course are listed once, in :data:`EXERCISE_CELLS`. In the course's
+The exercise cells of the course are :data:`EXERCISE_CELLS`, derived from the exercise
+registry (``course_lib.check``: each exercise's ``cell`` key groups the exercises answered in
+one cell), in the order of those cells in the course's notebooks. In the course's
 notebooks each such cell carries ``cell.metadata["course"]["exercise"]`` — the exercise id
 (``"ch06.rms_norm"``), or a list of ids for a cell that holds several (the cell of number
 exercises at the end of a chapter) — written by ``tools/mark_exercises.py``. Learners' copies
@@ -16,39 +18,13 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 COURSE_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOK_NAME = re.compile(r"^(\d\d)_.*\.ipynb$")
 META_KEY = "course"                    # the same key tools/nbexec.py stamps source_sha1 under
-
-# chapter -> the exercise cells of its notebook, each a tuple of the exercise ids it checks
-EXERCISE_CELLS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "00": (("ch00.ex1", "ch00.ex2", "ch00.ex3"),),
-    "01": (("ch01.residual_ffn",), ("ch01.prenorm_block",), ("ch01.ex1", "ch01.ex2", "ch01.ex3")),
-    "02": (("ch02.label_smoothing_loss",), ("ch02.f1_metric",),
-           ("ch02.ex1", "ch02.ex2", "ch02.ex3")),
-    "03": (("ch03.shift_for_lm",), ("ch03.truncate_pad",), ("ch03.ex1", "ch03.ex2", "ch03.ex3")),
-    "04": (("ch04.halve_lr",), ("ch04.early_stopping",),
-           ("ch04.ex1", "ch04.ex2", "ch04.ex3", "ch04.ex4")),
-    "05": (("ch05.warmup_cosine",), ("ch05.clipped_train_step",),
-           ("ch05.ex1", "ch05.ex2", "ch05.ex3", "ch05.ex4")),
-    "06": (("ch06.rms_norm",), ("ch06.decoder_layer",), ("ch06.alibi_slopes",),
-           ("ch06.attention_bias",), ("ch06.ex1", "ch06.ex2", "ch06.ex3", "ch06.ex4")),
-    "07": (("ch07.top_p", "ch07.repetition_penalty"), ("ch07.append_kv",),
-           ("ch07.ex1", "ch07.ex2", "ch07.ex3", "ch07.ex4")),
-    "08": (("ch08.lora_forward",), ("ch08.replace_layer",),
-           ("ch08.ex1", "ch08.ex2", "ch08.ex3", "ch08.ex4")),
-    "09": (("ch09.fold_lora",), ("ch09.export_for_serving",), ("ch09.ex2", "ch09.ex3")),
-    "10": (("ch10.shard_source",), ("ch10.grad_average",), ("ch10.ex1", "ch10.ex2", "ch10.ex3")),
-    "11": (("ch11.llama_kwargs",), ("ch11.lora_sgd_step",), ("ch11.ex1", "ch11.ex2", "ch11.ex3")),
-    "12": (("ch12.admit",), ("ch12.merge_batches",), ("ch12.ex1", "ch12.ex2", "ch12.ex3")),
-    "13": (("ch13.translate_block",), ("ch13.convert_state_dict",),
-           ("ch13.ex1", "ch13.ex2", "ch13.ex3")),
-    "14": (("ch14.pad_to_bucket",), ("ch14.dynamic_inputs",), ("ch14.ex1", "ch14.ex2", "ch14.ex3")),
-    "15": (("ch15.peak_gib", "ch15.internlm_prompt"),),
-}
 
 COMMON_SETUP = """\
 import os
@@ -84,8 +60,13 @@ class ExerciseCell:
 
     @property
     def setup(self) -> str:
-        return (COMMON_SETUP + f"from course_lib.check import ch{self.chapter}, show_solution\n"
-                + SETUP.get(self.chapter, ""))
+        return setup_for(self.chapter)
+
+
+def setup_for(chapter: str) -> str:
+    """What the grader runs before a cell of ``chapter`` (and before its reference run)."""
+    return (COMMON_SETUP + f"from course_lib.check import ch{chapter}, show_solution\n"
+            + SETUP.get(chapter, ""))
 
 
 def chapter_of(path: Path) -> str | None:
@@ -138,6 +119,69 @@ def find_cell(nb: dict, group: tuple[str, ...], trust_marks: bool = True) -> dic
     if marked is not None or (trust_marks and any(cell_exercises(c) for c in code)):
         return marked
     return next((c for c in code if _calls_all(cell_source(c), group)), None)
+
+
+def registry_groups() -> dict[str, list[tuple[str, ...]]]:
+    """{chapter: the registry's exercise groups} — the exercises sharing a ``cell`` key, in
+    registration order (no notebook read)."""
+    from ..check import EXERCISES, all_exercises
+    all_exercises()                                    # import every chapter's checkers
+    keys: dict[str, dict[str, list[str]]] = {}
+    for name, ex in EXERCISES.items():                 # in registration order
+        keys.setdefault(ex.chapter, {}).setdefault(ex.cell, []).append(name)
+    return {ch: [tuple(g) for g in keys[ch].values()] for ch in sorted(keys)}
+
+
+def order_groups(groups, nb: dict) -> tuple[tuple[str, ...], ...]:
+    """``groups`` in the order of their cells in notebook ``nb`` (the marked cell, else the
+    cell calling every checker of the group); a group with no cell goes last."""
+    cells = nb["cells"]
+    where = {id(c): i for i, c in enumerate(cells)}
+
+    def position(group):
+        cell = find_cell(nb, group, trust_marks=False)
+        return where[id(cell)] if cell is not None else len(cells)
+    return tuple(sorted(groups, key=position))     # stable: unfound groups keep registry order
+
+
+def _notebook_order(chapter: str, groups: list, course_dir: Path) -> tuple[tuple[str, ...], ...]:
+    path = next(Path(course_dir).glob(f"{chapter}_*.ipynb"), None)
+    return tuple(groups) if path is None else order_groups(groups, read_notebook(path))
+
+
+def exercise_cells(course_dir: Path = COURSE_NOTEBOOKS) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """{chapter: the exercise cells of its notebook, each a tuple of the exercise ids it
+    checks}, from the registry, the cells in notebook order."""
+    return {ch: _notebook_order(ch, groups, course_dir) for ch, groups in registry_groups().items()}
+
+
+class _ExerciseCells(Mapping):
+    """:func:`exercise_cells` of the course, computed on first use (importing this module
+    imports no checker and reads no notebook)."""
+
+    def __init__(self):
+        self._table: dict | None = None
+
+    def _get(self) -> dict:
+        if self._table is None:
+            self._table = exercise_cells()
+        return self._table
+
+    def __getitem__(self, chapter):
+        return self._get()[chapter]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self):
+        return len(self._get())
+
+    def __repr__(self):
+        return repr(self._get())
+
+
+# chapter -> the exercise cells of its notebook, each a tuple of the exercise ids it checks
+EXERCISE_CELLS: Mapping[str, tuple[tuple[str, ...], ...]] = _ExerciseCells()
 
 
 def checker_statements(source: str, exercises) -> dict[str, str]:

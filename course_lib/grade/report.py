@@ -1,18 +1,20 @@
-"""The gradebook as files: a CSV (one row per learner, one column per exercise) and one
-self-contained HTML page (no scripts, no external files) an instructor opens in a browser.
-Everything a learner wrote (names, hints quoting their errors) is HTML-escaped."""
+"""The gradebook as files: a CSV (one row per learner, one column per exercise), one
+self-contained HTML page (no scripts, no external files) an instructor opens in a browser,
+and one feedback page per learner (Markdown: each exercise's question, verdict and hint).
+Everything a learner wrote (names, hints quoting their errors) is escaped."""
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from ..safeio import write_text_atomic
 from ..sources import write_csv as _write_rows
 
-COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "not attempted": "#bdbdbd",
-           "error": "#6a1b9a", "timeout": "#ef6c00"}
-LABELS = {"pass": "通过", "fail": "未通过", "not attempted": "未作答", "error": "出错",
-          "timeout": "超时"}
+COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "borrowed": "#0d47a1",
+           "not attempted": "#bdbdbd", "error": "#6a1b9a", "timeout": "#ef6c00"}
+LABELS = {"pass": "通过", "fail": "未通过", "borrowed": "借用了答案", "not attempted": "未作答",
+          "error": "出错", "timeout": "超时"}
 
 
 def csv_rows(book) -> list[list[str]]:
@@ -92,3 +94,45 @@ def render_html(book, title: str = "成绩册") -> str:
 
 def write_html(book, path, title: str = "成绩册") -> Path:
     return write_text_atomic(path, render_html(book, title))
+
+
+# --------------------------------------------------------------------------- feedback
+def _md(text: str) -> str:
+    """Learner-controlled text made inert in Markdown (no HTML, no layout)."""
+    return html.escape(" ".join(str(text).split()), quote=False).replace("`", "'")
+
+
+def feedback_markdown(book, learner: str, tasks: dict) -> str:
+    lines = [f"# 练习反馈：{_md(learner)}", "",
+             f"通过 {book.passed(learner)}/{len(book.exercises)} 个练习；完成的章节 "
+             f"{len(book.chapters_complete(learner))}/{len(book.chapters)}。", ""]
+    for ch, names in book.chapters.items():
+        lines += [f"## 第 {ch} 章（通过 {book.passed(learner, ch)}/{len(names)}）", ""]
+        for ex in names:
+            result = book.results[learner][ex]
+            task = f"（{_md(tasks[ex])}）" if tasks.get(ex) else ""
+            hint = f" — 提示：{_md(result.hint)}" if result.hint else ""
+            lines.append(f"- **{ex}**{task}：{LABELS[result.verdict]}{hint}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def feedback_name(learner: str, taken: set) -> str:
+    """A file name for ``learner`` that is safe anywhere and unique among ``taken``."""
+    stem = re.sub(r"[^\w.-]+", "_", learner).strip("._") or "learner"
+    name, n = f"{stem}.md", 2
+    while name.lower() in taken:
+        name, n = f"{stem}-{n}.md", n + 1
+    taken.add(name.lower())
+    return name
+
+
+def write_feedback(book, folder) -> dict[str, Path]:
+    """One Markdown page per learner in ``folder``: {learner: path}."""
+    from ..check import all_exercises
+    tasks = {name: ex.task for name, ex in all_exercises().items()}
+    folder, taken, paths = Path(folder), set(), {}
+    for who in book.learners:
+        paths[who] = write_text_atomic(folder / feedback_name(who, taken),
+                                       feedback_markdown(book, who, tasks))
+    return paths

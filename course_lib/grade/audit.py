@@ -1,0 +1,170 @@
+"""Read a learner's exercise cell before it runs: is it the learner's own code?
+
+The grader runs no cell that (1) reaches the answer instead of writing it — imports or uses
+``course_lib.solutions``, ``show_solution``, or the very library object the exercise asks
+for (its ``targets`` in the exercise registry) — verdict "borrowed"; or (2) reaches for the
+grading machinery or the interpreter's insides — the checkers' modules other than calling an
+exercise, ``course_lib.grade`` / ``runtime``, ``sys``, ``gc``, ``ctypes``, ``importlib``,
+``exec`` / ``eval`` / ``compile`` / ``__import__``, dunder attributes, assigning to another
+module's attributes, ``os._exit`` and friends — verdict "error" with the reason. Neither is
+needed to write any exercise of the course. Names are resolved through the cell's own
+imports and the course's setup code, never by textual similarity of the learner's code to
+the reference: an honest RMSNorm that looks like the reference is the learner's own.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+BLOCKED_MODULES = ("sys", "gc", "ctypes", "importlib", "builtins", "inspect", "subprocess",
+                   "signal", "resource", "multiprocessing", "runpy", "code", "codeop", "marshal",
+                   "pickle", "dill", "cloudpickle", "socket", "threading", "_thread", "types",
+                   "course_lib.grade", "course_lib.runtime", "course_lib.check.common",
+                   "course_lib.check.cellcheck", "course_lib.check.__main__")
+BLOCKED_CALLS = {"exec", "eval", "compile", "__import__", "globals", "locals", "vars",
+                 "breakpoint"}
+ATTRIBUTE_CALLS = {"getattr", "setattr", "delattr"}    # fine on the learner's objects, not modules
+OS_BLOCKED = {"_exit", "abort", "kill", "killpg", "system", "popen", "fork", "forkpty",
+              "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe",
+              "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp",
+              "spawnvpe", "posix_spawn", "posix_spawnp", "setsid", "environ", "putenv"}
+ALLOWED_DUNDERS = {"__init__", "__call__", "__len__", "__getitem__", "__setitem__", "__iter__",
+                   "__next__", "__contains__", "__enter__", "__exit__", "__repr__", "__str__",
+                   "__eq__", "__hash__", "__name__"}
+SOLUTIONS = "course_lib.solutions"
+
+
+@dataclass(frozen=True)
+class Finding:
+    verdict: str                       # "borrowed" | "error"
+    reason: str
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """{local name: dotted path} from the imports in ``tree`` (at any depth)."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                names[a.asname or a.name] = f"{node.module}.{a.name}"
+    return names
+
+
+def _dotted(node: ast.AST) -> list[str] | None:
+    """``a.b.c`` as ["a", "b", "c"] (None when the chain does not start at a name)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return [node.id] + parts[::-1]
+    return None
+
+
+def _imported_paths(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node, a.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                yield node, f"{node.module}.{a.name}"
+
+
+class _Reader:
+    """One cell, its names resolved; :meth:`findings` lists what it reaches."""
+
+    def __init__(self, source: str, setup: str, exercises, targets, registered):
+        self.tree = ast.parse(source)
+        self.names = {**_aliases(ast.parse(setup)), **_aliases(self.tree)}
+        self.exercises, self.registered = set(exercises), set(registered)
+        self.targets = tuple(targets)
+        self.found: list[tuple[int, Finding]] = []
+
+    def flag(self, node, verdict: str, reason: str) -> None:
+        self.found.append((getattr(node, "lineno", 0), Finding(verdict, f"{reason}（第 {getattr(node, 'lineno', '?')} 行）")))
+
+    def resolve(self, parts: list[str]) -> str | None:
+        head = self.names.get(parts[0])
+        return ".".join([head, *parts[1:]]) if head else None
+
+    def judge_path(self, node, path: str, called: bool = False, importing: bool = False) -> None:
+        if called and path in self.registered:
+            return None                          # chNN.name(...): the checker call itself
+        if path == SOLUTIONS or path.startswith(SOLUTIONS + "."):
+            return self.flag(node, "borrowed", f"用到了课程的参考答案 {path}")
+        if path.split(".")[-1] == "show_solution":
+            return None if importing else self.flag(node, "borrowed", "用到了 show_solution（参考答案）")
+        for target in self.targets:
+            tail = target.split(".")[-1]
+            if path == target or path.startswith(target + ".") or \
+                    (path.startswith("course_lib.") and path.split(".")[-1] == tail):
+                where = "课程库里" if path.startswith("course_lib.") else ""
+                return self.flag(node, "borrowed", f"用到了{where}现成的 {path}（检查器拿它当参考答案）：题目要你自己写它")
+        if path.startswith("course_lib.check.") or path == "course_lib.check":
+            chapter_module = path.count(".") == 2 and path.split(".")[2][:2] == "ch"
+            if importing and (chapter_module or path == "course_lib.check"):
+                return None
+            if not called and path.count(".") == 3 and path.split(".")[2][:2] == "ch" and \
+                    path.split(".")[3].isupper():
+                return None                      # a chapter's data, e.g. ch07.PROBS
+            return self.flag(node, "error", f"动了评分用的检查代码 {path}")
+        for blocked in BLOCKED_MODULES:
+            if path == blocked or path.startswith(blocked + "."):
+                return self.flag(node, "error", f"用到了 {blocked}（练习单元里不需要，评分器不运行它）")
+        if path.startswith("os.") and path.split(".")[1] in OS_BLOCKED:
+            return self.flag(node, "error", f"调用了 {path}（会结束或改动评分进程）")
+        return None
+
+    def findings(self) -> list[Finding]:
+        nodes = list(ast.walk(self.tree))
+        calls = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+        inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
+        for node, path in _imported_paths(self.tree):
+            self.judge_path(node, path, importing=True)
+        for node in nodes:
+            if isinstance(node, ast.Attribute):
+                self._attribute(node, id(node) in calls, id(node) in inner)
+            elif isinstance(node, ast.Name):
+                self._name(node, id(node) in calls, id(node) in inner)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in ATTRIBUTE_CALLS and node.args and \
+                    isinstance(node.args[0], ast.Name) and node.args[0].id in self.names:
+                self.flag(node, "error", f"用 {node.func.id} 动了模块 {node.args[0].id} 的属性")
+        return [f for _, f in sorted(self.found, key=lambda item: item[0])]
+
+    def _attribute(self, node, called: bool, inner: bool) -> None:
+        if node.attr.startswith("__") and node.attr not in ALLOWED_DUNDERS:
+            self.flag(node, "error", f"访问了解释器内部的属性 {node.attr}")
+        if isinstance(node.value, ast.Call) and _dotted(node.value.func) == ["super"] and \
+                any(t.split(".")[-1] == node.attr and t.count(".") >= 3 for t in self.targets):
+            self.flag(node, "borrowed", f"调用了父类现成的 {node.attr}：题目要你自己写它")
+        parts = _dotted(node)
+        if not parts or parts[0] not in self.names:
+            return
+        if not isinstance(node.ctx, ast.Load):
+            self.flag(node, "error", f"改写了别的模块的属性 {'.'.join(parts)}")
+        elif not inner:                          # judge the whole chain once, at its end
+            self.judge_path(node, self.resolve(parts), called=called)
+
+    def _name(self, node, called: bool, inner: bool) -> None:
+        if node.id.startswith("__") and node.id not in ALLOWED_DUNDERS:
+            self.flag(node, "error", f"用到了解释器内部的名字 {node.id}")
+        elif node.id in BLOCKED_CALLS and node.id not in self.names:
+            self.flag(node, "error", f"用到了 {node.id}()（动态执行代码，评分器不运行它）")
+        elif node.id in self.names and not inner and isinstance(node.ctx, ast.Load):
+            self.judge_path(node, self.names[node.id], called=called)
+
+
+def audit(source: str, setup: str, exercises, targets=(), registered=()) -> Finding | None:
+    """The first reason not to run this cell (borrowed before error), or None. A cell that
+    does not parse is left to the sandbox, which reports the SyntaxError with its line."""
+    try:
+        found = _Reader(source, setup, exercises, targets, registered).findings()
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    borrowed = [f for f in found if f.verdict == "borrowed"]
+    return (borrowed or found or [None])[0]

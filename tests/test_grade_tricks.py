@@ -1,0 +1,163 @@
+"""A class of learners who want a pass without the work: none of them gets one.
+
+Each learner hands in notebook 06 whose ``ch06.rms_norm`` cell holds a WRONG RMSNorm (it
+subtracts the mean) plus one trick read off the open checker and grader code, or no RMSNorm
+of their own at all but the library's or the reference's. Controls: the same wrong RMSNorm
+without a trick fails, and an honest learner who typed the same lines as the reference
+passes. The verdict is computed in the grader's process from data (grade/judge.py); cells
+that reach for the grading machinery or the answer do not run (grade/audit.py). The second
+test bypasses the reader and runs the tricks that tamper with the learner's process through
+the sandbox directly: the data judged here still refuses every one.
+"""
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+
+from course_lib import grade as grading
+from course_lib.grade import notebooks, sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE = ROOT / "notebooks"
+EX = "ch06.rms_norm"
+
+HEAD = "from mindspore import Parameter, nn, ops\nimport mindspore as ms\nfrom course_lib.check import ch06, show_solution\n\n"
+WRONG = HEAD + '''
+class MyRMSNorm(nn.Cell):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = Parameter(ops.ones(hidden_size, ms.float32), name="weight")
+
+    def construct(self, x):
+        x = x - x.mean(-1, keep_dims=True)                 # the LayerNorm habit: wrong here
+        return self.weight * x * ops.rsqrt((x * x).mean(-1, keep_dims=True) + self.eps)
+
+'''
+CALL = "\nch06.rms_norm(MyRMSNorm)\n"
+FORGED_BEFORE = "{'records': [['ch06.rms_norm', True, '', True]], 'error': None, 'dropped': 0}"
+FORGED = ("{'records': [{'exercise': 'ch06.rms_norm', 'passed': True, 'hint': '', 'attempted': True,"
+          " 'observations': [], 'provenance': None}], 'error': None, 'dropped': 0}")
+
+# trick name -> the code after the wrong RMSNorm (the checker call follows unless it exits)
+TAMPERING = {
+    "forge the recorder": "from course_lib.check import common\ncommon._record('ch06.rms_norm', True, '')\n",
+    "patch verdict and run_code_check": (
+        "from course_lib.check import common\nimport course_lib.check.ch06 as c6\n"
+        "common.verdict = lambda ok, hint='', name='': True\n"
+        "c6.run_code_check = lambda name, hint, body: common.verdict(True, name=name)\n"),
+    "patch numpy, compare and compare_grads": (
+        "import numpy\nfrom course_lib.check import common, cellcheck\n"
+        "numpy.allclose = lambda *a, **k: True\ncommon.compare = lambda *a, **k: None\n"
+        "cellcheck.compare_grads = lambda *a, **k: None\n"),
+    "replace Mismatch": "from course_lib.check import common\ncommon.Mismatch = type('Other', (Exception,), {})\n",
+    "write the result file and exit 0": (
+        "import sys, json, os\nch06.rms_norm(MyRMSNorm)\n"
+        f"json.dump({FORGED}, open(sys.argv[-1], 'w'))\nos._exit(0)\n"),
+    "write the result file as the grader used to read it": (
+        "import sys, json, os\nch06.rms_norm(MyRMSNorm)\n"
+        f"json.dump({FORGED_BEFORE}, open(sys.argv[-1], 'w'))\nos._exit(0)\n"),
+    "exit 0 early": "import os\nos._exit(0)\n",
+    "obfuscated import of the recorder": (
+        "m = __import__('course_lib.check.common', fromlist=['x'])\nm._record('ch06.rms_norm', True, '')\n"),
+    "copy the library's value into the observation": (
+        "from course_lib.check import common\n_observe = common.observe\n"
+        "common.observe = lambda what, got, want=None, **k: _observe(what, got if want is None else want, want, **k)\n"),
+}
+OTHERS = {
+    "print a fake pass": "print('[ch06.rms_norm] ✅ 正确！')\n",
+    "import the solution": "from course_lib.solutions.ch06 import RMSNorm as MyRMSNorm\n",
+    "show_solution and exec it": (
+        "import io, contextlib\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n"
+        "    show_solution('ch06.rms_norm')\nns = {}\n"
+        "exec('from mindspore import Parameter, nn, ops\\nimport mindspore as ms\\n' + buf.getvalue(), ns)\n"
+        "MyRMSNorm = ns['RMSNorm']\n"),
+    "subclass the library's class": "from course_lib import layers\n\nclass MyRMSNorm(layers.RMSNorm):\n    pass\n",
+    "take the library's class by another path": "MyRMSNorm = cl.layers.RMSNorm\n",
+}
+TRICKS = {**TAMPERING, **OTHERS}
+
+
+def _honest() -> str:
+    from course_lib.solutions import ch06
+    source = inspect.getsource(ch06.RMSNorm).replace("class RMSNorm(", "class MyRMSNorm(", 1)
+    return HEAD + source + CALL
+
+
+def _cells() -> dict:
+    learners = {"honest": _honest(), "wrong": WRONG + CALL}
+    for i, (name, code) in enumerate(TRICKS.items()):
+        learners[f"trick{i:02d}"] = WRONG + code + ("" if "_exit" in code else CALL)
+    return learners
+
+
+def _notebook(code: str) -> str:
+    nb = notebooks.read_notebook(next(COURSE.glob("06_*.ipynb")))
+    cell = notebooks.find_cell(nb, (EX,))
+    cell["source"] = code
+    return json.dumps(nb, ensure_ascii=False)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tricks")
+    for who, code in _cells().items():
+        (root / "class" / who).mkdir(parents=True)
+        (root / "class" / who / "06_baichuan_build.ipynb").write_text(_notebook(code), encoding="utf-8")
+    book = grading.grade(root / "class", out_csv=root / "gradebook.csv", timeout=120)
+    return book, root
+
+
+def test_no_trick_passes_and_the_honest_learner_does(graded):
+    book, _ = graded
+    verdicts = {who: r[EX] for who, r in book.results.items()}
+    names = dict(zip((f"trick{i:02d}" for i in range(len(TRICKS))), TRICKS))
+    assert verdicts["honest"].verdict == "pass", verdicts["honest"]
+    assert verdicts["wrong"].verdict == "fail", verdicts["wrong"]
+    passed = [names[w] for w, r in verdicts.items() if w.startswith("trick") and r.verdict == "pass"]
+    assert not passed, f"tricks that passed: {passed}"
+    assert len(TRICKS) >= 10
+    for who, r in verdicts.items():
+        assert r.verdict in ("pass", "fail", "error", "borrowed"), (who, r)
+
+
+def test_borrowing_is_named_as_such(graded):
+    book, _ = graded
+    verdicts = {who: book.results[who][EX] for who in book.learners}
+    for i, name in enumerate(TRICKS):
+        if name in OTHERS and name != "print a fake pass":
+            assert verdicts[f"trick{i:02d}"].verdict == "borrowed", (name, verdicts[f"trick{i:02d}"])
+    fake = verdicts[f"trick{list(TRICKS).index('print a fake pass'):02d}"]
+    assert fake.verdict == "fail", fake
+
+
+def test_each_learner_gets_a_feedback_page(graded):
+    book, root = graded
+    pages = sorted((root / "feedback").glob("*.md"))
+    assert len(pages) == len(book.learners)
+    honest = (root / "feedback" / "honest.md").read_text(encoding="utf-8")
+    assert "**ch06.rms_norm**" in honest and "：通过" in honest and "写一个 RMSNorm Cell" in honest
+    wrong = (root / "feedback" / "wrong.md").read_text(encoding="utf-8")
+    assert "未通过 — 提示：" in wrong and "均值" in wrong
+
+
+@pytest.mark.parametrize("name", [n for n in TAMPERING if "_exit" not in TAMPERING[n]]
+                         + ["write the result file and exit 0",
+                            "write the result file as the grader used to read it", "exit 0 early"])
+def test_the_data_is_judged_here_even_when_the_reader_is_bypassed(name):
+    """The sandbox alone (no static reader): tampering with the learner's own process, its
+    result file or its exit status still cannot turn the wrong RMSNorm into a pass. (Copying
+    the library's value into the observation is the one trick only the reader stops: the
+    checker computes that value inside the learner's process.)"""
+    if name == "copy the library's value into the observation":
+        pytest.skip("stopped by the reader (grade/audit.py), see test_no_trick_passes...")
+    cell = next(c for c in notebooks.course_cells()["06"] if c.exercises == (EX,))
+    code = WRONG + TRICKS[name] + ("" if "_exit" in TRICKS[name] else CALL)
+    ref_spec = (sandbox.reference_cell, {"setup": cell.setup, "names": [EX]})
+    learner = (sandbox.run_cell, {"setup": cell.setup, "code": code, "calls": cell.calls})
+    (rs, ref), (ls, child) = sandbox.run_all([ref_spec, learner], 120, env={"COURSE_CHECK_SALT": "7"})
+    assert rs == "ok"
+    references = sandbox.references_from([EX], ref)
+    result = sandbox.verdicts_from((EX,), child, references)[EX] if ls == "ok" else None
+    assert result is None or result.verdict != "pass", (name, result)
