@@ -2,6 +2,7 @@ import numpy as np
 from mindspore import nn, ops
 
 from course_lib.check import ch01
+from judging import verdicts as _verdicts
 
 
 def test_ch01_number_checkers(capsys):
@@ -44,3 +45,38 @@ def test_code_checkers_accept_independent_code_and_report_scaffolds(capsys):
     assert not ch01.residual_ffn(_Scaffold) and not ch01.prenorm_block(_Scaffold)
     out = capsys.readouterr().out
     assert out.count("还没有实现") == 2
+
+
+class _MyFFNOtherOrder(nn.Cell):
+    """Correct, but registers its parameters in another order than the reference."""
+
+    def __init__(self, embed_dim, ffn_dim):
+        super().__init__()
+        self.fc2 = nn.Dense(ffn_dim, embed_dim)
+        self.fc1 = nn.Dense(embed_dim, ffn_dim)
+        self.norm = nn.LayerNorm((embed_dim,), epsilon=1e-5)
+        self.act = nn.GELU(approximate=False)
+
+    def construct(self, x):
+        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+
+class _MyBlockOtherOrder(nn.Cell):
+    def __init__(self, embed_dim, num_heads, ffn_dim):
+        super().__init__()
+        from course_lib.blocks import FeedForward, SelfAttention
+        self.norm2 = nn.LayerNorm((embed_dim,), epsilon=1e-5)
+        self.norm1 = nn.LayerNorm((embed_dim,), epsilon=1e-5)
+        self.ffn = FeedForward(embed_dim, ffn_dim)
+        self.attn = SelfAttention(embed_dim, num_heads)
+
+    def construct(self, x, key_padding_mask=None, attn_mask=None):
+        x = x + self.attn(self.norm1(x), key_padding_mask, attn_mask)
+        return x + self.ffn(self.norm2(x))
+
+
+def test_the_judge_passes_correct_cells_whatever_their_parameter_order():
+    from course_lib.solutions import ch01 as sol
+    assert _verdicts(ch01.residual_ffn, sol.ResidualFFN, _MyFFN, _MyFFNOtherOrder,
+                     sol.wrong_ffn_relu) == ["pass", "pass", "fail"]
+    assert _verdicts(ch01.prenorm_block, sol.PreNormBlock, _MyBlockOtherOrder) == ["pass"]

@@ -6,6 +6,7 @@ from mindspore.train import Metric
 
 from course_lib.check import ch02
 from course_lib.data import review_splits
+from judging import judged as _judged
 
 
 def test_ch02_number_checkers(capsys):
@@ -56,3 +57,19 @@ class _MyF1(Metric):
 def test_code_checkers_accept_independent_code(capsys):
     assert ch02.label_smoothing_loss(_MySmoothCE)
     assert ch02.f1_metric(_MyF1)
+
+
+class _MySmoothCEVector(_MySmoothCE):
+    """Correct too: returns the mean loss as a 1-element vector."""
+
+    def construct(self, logits, labels):
+        return super().construct(logits, labels).reshape((1,))
+
+
+def test_the_judge_passes_independent_code_and_fails_wrong_code():
+    from course_lib.solutions import ch02 as sol
+    assert _judged(ch02.label_smoothing_loss, _MySmoothCE, sol.LabelSmoothingCE) == "pass"
+    assert _judged(ch02.label_smoothing_loss, _MySmoothCEVector, sol.LabelSmoothingCE) == "pass"
+    assert _judged(ch02.f1_metric, _MyF1, sol.F1) == "pass"
+    assert _judged(ch02.label_smoothing_loss, sol.wrong_loss_sum, sol.LabelSmoothingCE) == "fail"
+    assert _judged(ch02.f1_metric, sol.wrong_f1_no_clear, sol.F1) == "fail"

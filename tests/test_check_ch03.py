@@ -2,6 +2,7 @@ import numpy as np
 
 from course_lib.check import ch03
 from course_lib.data import news_documents, review_splits
+from judging import judged as _judged
 
 
 def test_ch03_number_checkers(tokenizer, capsys):
@@ -37,3 +38,31 @@ def test_code_checkers_run_the_transform_through_dataset_map(capsys):
     assert not ch03.truncate_pad(lambda ids, max_len=16, pad_id=0: _my_pad(ids, max_len, pad_id)[::-1])
     assert not ch03.shift_for_lm(_scaffold) and not ch03.truncate_pad(_scaffold)
     assert capsys.readouterr().out.count("还没有实现") == 2
+
+
+def _pad_int64(ids, max_len=16, pad_id=0):       # right values, wrong dtype
+    ids, mask = _my_pad(ids, max_len, pad_id)
+    return ids.astype(np.int64), mask
+
+
+def test_the_judge_sees_values_and_dtypes():
+    from course_lib.solutions import ch03 as sol
+    assert _judged(ch03.shift_for_lm, _my_shift, sol.shift_for_lm) == "pass"
+    assert _judged(ch03.truncate_pad, _my_pad, sol.truncate_pad) == "pass"
+    assert _judged(ch03.truncate_pad, _pad_int64, sol.truncate_pad) == "fail"
+    assert _judged(ch03.shift_for_lm, sol.wrong_shift_reversed, sol.shift_for_lm) == "fail"
+
+
+def test_hidden_inputs_change_with_the_grading_salt(monkeypatch):
+    from course_lib.check.common import recording
+    from course_lib.solutions import ch03 as sol
+
+    def observed():
+        with recording() as runs:
+            ch03.shift_for_lm(sol.shift_for_lm)
+        return [o.got for o in runs[-1].observations if "input_ids" in o.what]
+    plain = observed()
+    monkeypatch.setenv("COURSE_CHECK_SALT", "7")
+    salted = observed()
+    assert len(plain) == len(salted)
+    assert any(a.shape != b.shape or not np.array_equal(a, b) for a, b in zip(plain, salted))

@@ -7,6 +7,7 @@ from mindspore.train import Callback
 
 from course_lib.callbacks import probe_lr
 from course_lib.check import ch04
+from judging import judged as _judged
 
 
 class _Halve(Callback):
@@ -50,3 +51,11 @@ def test_code_checkers(capsys):
     assert not ch04.halve_lr(Callback)                   # does nothing: the lr stays 0.1
     out = capsys.readouterr().out
     assert "学习率根本没有变" in out
+
+
+def test_the_judge_sees_the_measured_lr_and_the_stopping_epoch():
+    from course_lib.solutions import ch04 as sol
+    assert _judged(ch04.halve_lr, _Halve, sol.HalveLR) == "pass"
+    assert _judged(ch04.early_stopping, _MyStop, sol.EarlyStop) == "pass"
+    assert _judged(ch04.halve_lr, sol.wrong_halve_at_begin, sol.HalveLR) == "fail"
+    assert _judged(ch04.early_stopping, sol.wrong_stop_one_late, sol.EarlyStop) == "fail"

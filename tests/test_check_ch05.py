@@ -9,6 +9,7 @@ from mindspore import Tensor, ops
 from course_lib import internlm
 from course_lib.check import ch05
 from course_lib.training import warmup_cosine_lr
+from judging import judged as _judged
 
 
 def test_ex1():
@@ -57,3 +58,11 @@ def test_code_checkers_accept_independent_code(capsys):
     assert ch05.clipped_train_step(_my_step)
     assert not ch05.warmup_cosine(lambda b, t, w, m=0.0: [b] * t)
     assert "❌" in capsys.readouterr().out
+
+
+def test_the_judge_passes_independent_code_and_fails_wrong_code():
+    from course_lib.solutions import ch05 as sol
+    assert _judged(ch05.warmup_cosine, _my_schedule, sol.warmup_cosine) == "pass"
+    assert _judged(ch05.clipped_train_step, _my_step, sol.train_step) == "pass"
+    assert _judged(ch05.warmup_cosine, sol.wrong_cosine_over_total, sol.warmup_cosine) == "fail"
+    assert _judged(ch05.clipped_train_step, sol.wrong_step_per_tensor, sol.train_step) == "fail"

@@ -5,6 +5,7 @@ import numpy as np
 
 from course_lib.check import all_exercises, ch07
 from course_lib.check.__main__ import self_test_one
+from judging import judged as _judged
 
 
 def test_ex1_perplexity():
@@ -57,3 +58,14 @@ def test_an_error_stays_in_the_check_that_caused_it(capsys):
     assert run_code_check("demo.bad", "hint", bad) is False
     assert run_code_check("demo.good", "hint", good) is True
     assert "Concat" in capsys.readouterr().out
+
+
+def test_the_judge_sees_what_the_checker_sees(capsys):
+    from course_lib.solutions import ch07 as sol
+    as_float32 = lambda logits, p: sol.top_p_filter(logits, p).astype(np.float32)   # noqa: E731
+    assert _judged(ch07.top_p, as_float32, sol.top_p_filter) == "pass"
+    assert _judged(ch07.top_p, sol.wrong_top_p_stops_early, sol.top_p_filter) == "fail"
+
+    def crashes_on_concat(past_k, past_v, k, v):          # a failing step is observed, not skipped
+        return sol.wrong_append_heads_axis(past_k, past_v, k, v)
+    assert _judged(ch07.append_kv, crashes_on_concat, sol.append_kv) == "fail"

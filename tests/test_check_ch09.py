@@ -3,6 +3,7 @@ import numpy as np
 
 from course_lib.check import all_exercises, ch09
 from course_lib.check.__main__ import self_test_one
+from judging import judged as _judged
 
 
 def test_fold_lora(capsys):
@@ -24,3 +25,12 @@ def test_code_checkers_accept_reference_and_reject_wrong_with_hint():
     for name in ("ch09.fold_lora", "ch09.export_for_serving"):
         assert exercises[name].kind == "code" and len(exercises[name].wrong) >= 2
         assert self_test_one(exercises[name]) == []
+
+
+def test_the_judge_reads_the_exported_file(capsys):
+    """What is observed is the loaded MINDIR's output, so a float32 fold passes and an export
+    in training mode fails in the grader's own process."""
+    from course_lib.solutions import ch09 as sol
+    as_float32 = lambda W, A, B, alpha, r: sol.fold_lora(W, A, B, alpha, r).astype(np.float32)  # noqa: E731
+    assert _judged(ch09.fold_lora, as_float32, sol.fold_lora) == "pass"
+    assert _judged(ch09.export_for_serving, sol.wrong_export_training_mode, sol.export_for_serving) == "fail"

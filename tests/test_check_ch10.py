@@ -5,6 +5,7 @@ from course_lib.check import ch10
 from course_lib.check.__main__ import self_test_one
 from course_lib.check.common import EXERCISES
 from course_lib.solutions import ch10 as sol
+from judging import judged as _judged
 
 
 @pytest.mark.parametrize("name", ["ch10.shard_source", "ch10.grad_average", "ch10.ex1", "ch10.ex2", "ch10.ex3"])
@@ -57,3 +58,18 @@ def test_numbers(capsys):
     n = baichuan_13b().num_parameters()
     zero3 = int(np.ceil(16 * n / (32 * 2**30)))          # 16 bytes/param, split over N devices
     assert ch10.ex3(zero3) and not ch10.ex3(zero3 + 1) and not ch10.ex3(zero3 - 1)
+
+
+def test_the_judge_accepts_another_correct_sharding(capsys):
+    class ListShard:
+        def __init__(self, source, rank, world):
+            n = len(source)
+            self.items = [source[(rank + i * world) % n] for i in range(-(-n // world))]
+
+        def __len__(self):
+            return len(self.items)
+
+        def __getitem__(self, i):
+            return self.items[i]
+    assert _judged(ch10.shard_source, ListShard, sol.ShardedSource) == "pass"
+    assert _judged(ch10.shard_source, sol.wrong_unequal, sol.ShardedSource) == "fail"

@@ -1,6 +1,7 @@
 """ch11 checkers. mindnlp patches MindSpore process-wide: it is never imported here. The
 LoRA-step checker re-runs itself in a fresh subprocess that imports mindnlp; its reference and
 wrong variants are proved there by tests/test_check_self.py (``--self-test ch11``)."""
+import dataclasses
 import sys
 
 import numpy as np
@@ -36,3 +37,49 @@ def test_numbers_against_real_transformers(capsys):
     assert ch11.ex1(2 * 2 * (8 * 128 + 128 * 8)) and not ch11.ex1(2 * 2 * 8 * 128)
     assert ch11.ex3(0.5) and ch11.ex3(np.float32(0.5)) and not ch11.ex3(2.0) and not ch11.ex3(True)
     assert "mindnlp" not in sys.modules
+
+
+def test_fresh_process_result_is_recorded_here(monkeypatch, capsys):
+    """The child's observations and verdict become this process's record of the call."""
+    from course_lib.check.common import Observation, Recorded, recording
+    from course_lib.grade.judge import encode_record
+    from course_lib.solutions import ch11 as sol
+    child = Recorded("ch11.lora_sgd_step", False, "第 2 步……", True,
+                     (Observation("第 1 步之后的 LoRA 参数", [np.ones((2, 3))], None, 1e-6, 1e-4),
+                      Observation("第 1 步返回的损失", 4.1, 4.1, 1e-5, 1e-4)))
+    printed = "[ch11.lora_sgd_step] ❌ 还不对。提示：第 2 步……\n"
+    monkeypatch.setattr(ch11, "run_isolated", lambda *a, **k: {"ok": False, "printed": printed,
+                                                                 "records": [encode_record(child)]})
+    with recording() as found:
+        assert not ch11.lora_sgd_step(sol.wrong_accumulate)
+    assert capsys.readouterr().out == printed
+    run = found[-1]
+    assert (run.exercise, run.passed, run.hint, run.attempted) == ("ch11.lora_sgd_step", False, "第 2 步……", True)
+    assert [o.what for o in run.observations] == ["第 1 步之后的 LoRA 参数", "第 1 步返回的损失"]
+    assert run.observations[1].want == 4.1 and np.array_equal(run.observations[0].got[0], np.ones((2, 3)))
+    assert run.provenance["module"] == "course_lib.solutions.ch11"      # this process's, not the child's
+
+
+def test_lora_step_in_a_fresh_process_is_recorded_here():
+    """Outside a mindnlp kernel the checker runs in a child; the grader still gets every
+    step's parameters and loss (3 steps) as observations, and the verdict."""
+    from course_lib.check.common import recording
+    from course_lib.grade.judge import judge_run
+    from course_lib.solutions import ch11 as sol
+    with recording() as found:
+        assert ch11.lora_sgd_step(sol.lora_sgd_step)
+    run = found[-1]
+    assert run.exercise == "ch11.lora_sgd_step" and run.passed
+    assert [o.what for o in run.observations] == [f"第 {s} 步{w}" for s in (1, 2, 3)
+                                                 for w in ("之后的 LoRA 参数", "返回的损失")]
+    run = dataclasses.replace(run, provenance=None)            # the reference is not borrowed
+    assert judge_run(run, run).result.verdict == "pass"
+    assert "mindnlp" not in sys.modules
+
+
+def test_hidden_config_is_drawn_anew_per_grading_session(monkeypatch):
+    fixed = ch11._hidden_configs()
+    monkeypatch.setenv("COURSE_CHECK_SALT", "7")
+    salted = ch11._hidden_configs()
+    assert fixed[:2] == salted[:2] and fixed[2] != salted[2]
+    assert salted[2].hidden_size % salted[2].num_heads == 0

@@ -60,3 +60,27 @@ def test_numbers(capsys):
     assert not ch12.ex2(4.0) and not ch12.ex2(16)
     assert ch12.ex3([0, 1, 1]) and ch12.ex3(np.array([0, 1, 1]))
     assert not ch12.ex3([1, 1, 0]) and not ch12.ex3([False, True, True]) and not ch12.ex3([0, 0, 1])
+
+
+def test_hidden_admit_case_follows_the_grading_salt(monkeypatch):
+    fixed = ch12._admit_cases()
+    assert fixed[:-1] == ch12.ADMIT_CASES
+    monkeypatch.setenv("COURSE_CHECK_SALT", "7")
+    salted = ch12._admit_cases()
+    assert salted[:-1] == ch12.ADMIT_CASES and salted[-1] != fixed[-1]
+
+
+def test_every_wrong_variant_shows_in_the_observations():
+    """What the grader judges (the observed values), not only what the checker prints."""
+    import dataclasses
+
+    from course_lib.check.common import recording
+    from course_lib.grade.judge import first_difference
+    for name in ("ch12.merge_batches", "ch12.admit"):
+        ex = EXERCISES[name]
+        with recording() as ref:
+            ex.checker(ex.solution())
+        for factory, _ in ex.wrong:
+            with recording() as got:
+                ex.checker(factory())
+            assert first_difference(got[-1], dataclasses.replace(ref[-1], provenance=None)) is not None

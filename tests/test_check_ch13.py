@@ -9,6 +9,7 @@ from course_lib.check import ch13
 from course_lib.check.__main__ import self_test_one
 from course_lib.check.common import EXERCISES
 from course_lib.solutions import ch13 as sol
+from judging import judged as _judged
 
 
 @pytest.mark.parametrize("name", ["ch13.translate_block", "ch13.convert_state_dict", "ch13.ex1", "ch13.ex2", "ch13.ex3"])
@@ -57,3 +58,29 @@ def test_ex3_adamw_first_step_matches_closed_form_and_torch():
     assert ch13.ex3(closed) and ch13.ex3(np.float32(float(p.detach())))
     assert not ch13.ex3(p0 - lr * g)          # plain SGD
     assert not ch13.ex3(p0 - lr * 0.1 / 0.001 ** 0.5)   # no bias correction (AdamWeightDecay)
+
+
+def test_translation_judged_alike_whatever_its_registration_order():
+    """Two correct translations may register their parameters in another order: the
+    observations (gradients included) must not depend on it."""
+    from mindspore import nn, ops
+
+    class Reordered(nn.Cell):
+        def __init__(self, hidden, inner):
+            super().__init__()
+            self.fc2 = nn.Dense(inner, hidden)
+            self.fc1 = nn.Dense(hidden, inner)
+            self.norm = nn.LayerNorm((hidden,), epsilon=1e-5)
+
+        def construct(self, x):
+            return x + self.fc2(ops.gelu(self.fc1(self.norm(x)), approximate="none"))
+    assert _judged(ch13.translate_block, Reordered, sol.FeedForwardBlock) == "pass"
+    assert _judged(ch13.translate_block, sol.wrong_tanh_gelu, sol.FeedForwardBlock) == "fail"
+
+
+def test_hidden_inputs_follow_the_grading_salt(monkeypatch):
+    plain = ch13._gpt_like_state(ch13.hidden_rng(31))[0]
+    monkeypatch.setenv("COURSE_CHECK_SALT", "7")
+    salted = ch13._gpt_like_state(ch13.hidden_rng(31))[0]
+    assert plain.keys() == salted.keys()
+    assert not np.array_equal(plain["head.weight"], salted["head.weight"])

@@ -51,3 +51,24 @@ def test_ex3_dynamic_declaration():
 def test_hints_do_not_give_the_answer_away(capsys):
     ch14.ex3(None)
     assert "[1, None, 64]" not in capsys.readouterr().out
+
+
+def test_ex3_observes_dtype_and_shape():
+    from course_lib.check.common import recording
+    with recording() as found:
+        ch14.ex3(Tensor(shape=[1, None, 64], dtype=ms.float16))
+        ch14.ex3(Tensor(shape=[None, None, 64], dtype=ms.float16))
+    assert found[0].observations[0].got == ["Float16", [1, -1, 64]]
+    assert found[1].observations[0].got == ["Float16", [-1, -1, 64]]
+    assert found[0].observations[0].want == ["Float16", [1, -1, 64]]
+
+
+def test_pad_to_bucket_inputs_follow_the_grading_salt(monkeypatch):
+    from course_lib.check.common import recording
+    runs = []
+    for salt in ("", "7"):
+        monkeypatch.setenv("COURSE_CHECK_SALT", salt)
+        with recording() as found:
+            assert ch14.pad_to_bucket(sol.pad_to_bucket)
+        runs.append(found[-1].observations)
+    assert not np.array_equal(runs[0][1].got, runs[1][1].got)      # the first padded inputs

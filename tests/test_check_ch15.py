@@ -12,3 +12,11 @@ def test_peak_number():
 def test_prompt_checker_self_test():
     for name in ("ch15.peak_gib", "ch15.internlm_prompt"):
         assert self_test_one(EXERCISES[name]) == [], name
+
+
+def test_hidden_chat_follows_the_grading_salt(monkeypatch):
+    fixed = ch15._hidden_chats()
+    assert fixed[:-1] == ch15.HIDDEN_CHATS and fixed[-1][-1]["role"] == "user"
+    monkeypatch.setenv("COURSE_CHECK_SALT", "7")
+    salted = ch15._hidden_chats()
+    assert salted[-1] != fixed[-1] and salted[-1][-1]["role"] == "user"

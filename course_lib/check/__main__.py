@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import contextlib
 import io
 import sys
 
 from . import all_exercises
+from .common import recording
 
 BAD_NUMBERS = (None, "42", float("nan"), [1, "a"])
 
@@ -18,22 +20,51 @@ def _quiet(func, arg):
     return ok, out.getvalue()
 
 
+def _recorded(func, arg):
+    """(verdict, printed text, the call's Recorded run) of one checker call."""
+    with recording() as runs:
+        ok, out = _quiet(func, arg)
+    return ok, out, (runs[-1] if runs else None)
+
+
+def judged_problems(ex, ref_run, wrong_runs) -> list[str]:
+    """What the grader's judge (grade/judge.py) would get wrong for this exercise: the
+    reference's own run must pass against itself, and each wrong variant must show the bug
+    in its OBSERVED data (not only in the verdict the learner's process prints)."""
+    from ..grade.judge import first_difference, judge_run
+    if ref_run is None or not ref_run.observations:
+        return [f"{ex.name}: the reference run observed nothing (observe() / compare() missing)"]
+    problems = []
+    ref_run = dataclasses.replace(ref_run, provenance=None)      # the solution is not borrowed
+    if judge_run(ref_run, ref_run).result.verdict != "pass":
+        problems.append(f"{ex.name}: the judge does not pass the reference against itself")
+    for label, run in wrong_runs:
+        if run is None or first_difference(run, ref_run) is None:
+            problems.append(f"{ex.name}: wrong variant {label}: no observed value differs from the "
+                            "reference's (the bug shows only in the printed verdict: observe it)")
+    return problems
+
+
 def self_test_one(ex) -> list[str]:
     """Surprises for one exercise (empty list: all as expected)."""
     problems = []
     if ex.solution is None:
         return [f"{ex.name}: no reference solution registered"]
     try:
-        ok, out = _quiet(ex.checker, ex.solution())
+        ok, out, ref_run = _recorded(ex.checker, ex.solution())
     except Exception as err:                      # noqa: BLE001
         return [f"{ex.name}: checker raised {type(err).__name__}: {err}"]
     if not ok:
         problems.append(f"{ex.name}: reference rejected: {out.strip()}")
+    wrong_runs = []
     if ex.kind == "code":
         if len(ex.wrong) < 2:
             problems.append(f"{ex.name}: only {len(ex.wrong)} wrong variants (need >= 2)")
+        if not ex.targets:
+            problems.append(f"{ex.name}: no targets (the library objects the exercise asks for)")
         for factory, hint in ex.wrong:
-            ok, out = _quiet(ex.checker, factory())
+            ok, out, run = _recorded(ex.checker, factory())
+            wrong_runs.append((getattr(factory, "__name__", str(factory)), run))
             if ok or hint not in out:
                 problems.append(f"{ex.name}: wrong variant {getattr(factory, '__name__', factory)} "
                                 f"{'accepted' if ok else 'rejected without the hint ' + repr(hint)}: "
@@ -47,7 +78,9 @@ def self_test_one(ex) -> list[str]:
                 continue
             if ok:
                 problems.append(f"{ex.name}: accepted {bad!r}")
-    return problems
+            else:
+                wrong_runs.append((repr(bad), _recorded(ex.checker, bad)[2]))
+    return problems + judged_problems(ex, ref_run, wrong_runs)
 
 
 def main(argv=None) -> int:

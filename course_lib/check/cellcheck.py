@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Mismatch, compare
+from .common import Mismatch, compare, hidden_rng, observe
 
 
 def param_shapes(cell) -> dict:
@@ -14,6 +14,7 @@ def param_shapes(cell) -> dict:
 def same_parameters(got, want, what: str = "参数") -> None:
     """Raise Mismatch unless ``got`` has exactly the parameter names/shapes of ``want``."""
     g, w = param_shapes(got), param_shapes(want)
+    observe(f"{what}名和形状", g, w)
     missing = [n for n in w if n not in g]
     extra = [n for n in g if n not in w]
     if missing or extra:
@@ -27,9 +28,10 @@ def same_parameters(got, want, what: str = "参数") -> None:
 
 def randomize(cell, seed: int = 0, scale: float = 0.5) -> None:
     """Give every parameter random values (norm weights != 1, LoRA B != 0): a check with
-    default initial values cannot see a missing weight or a skipped branch."""
+    default initial values cannot see a missing weight or a skipped branch. The values are
+    hidden (``hidden_rng``): new ones in every grading session."""
     from mindspore import Tensor
-    rng = np.random.default_rng(seed)
+    rng = hidden_rng(seed)
     for _, p in cell.parameters_and_names():
         values = rng.standard_normal(p.shape) * scale
         if len(p.shape) == 1:
@@ -53,7 +55,7 @@ def output_and_grads(cell, inputs, params=None, seed: int = 1):
     from mindspore import Tensor
 
     out = cell(*inputs)
-    probe = Tensor(np.random.default_rng(seed).standard_normal(out.shape).astype(np.float32))
+    probe = Tensor(hidden_rng(seed).standard_normal(out.shape).astype(np.float32))
 
     def loss(*args):
         return (cell(*args).astype(ms.float32) * probe).sum()

@@ -1,7 +1,8 @@
 """Checkers for notebook 02 (Model: train / eval / predict, modes, mixed precision)."""
 import math
 
-from .common import Mismatch, check_number, compare, diagnose, exercise, run_code_check
+from .common import (Mismatch, check_number, compare, diagnose, exercise, hidden_rng, observe,
+                     run_code_check)
 
 
 def _sol(name):
@@ -23,7 +24,9 @@ def _test_baseline() -> float:
 
 
 @exercise("number", "测试集上的多数类基线准确率（多数类由训练集决定），3 位小数",
-          solution=lambda: round(_test_baseline(), 3))
+          solution=lambda: round(_test_baseline(), 3),
+          question="**测试集**（`splits.test`）上的多数类基线准确率是多少（多数类仍由训练集标签决定）？"
+                   "保留 3 位小数。")
 def ex1(answer) -> bool:
     """Majority-class baseline accuracy on the *test* reviews (majority taken from the
     training labels), to 3 decimals."""
@@ -39,7 +42,10 @@ def _fp32_layernorms(num_layers: int = 3) -> int:
 
 
 @exercise("number", "amp_level='O2' 下 3 层编码器的 SentimentClassifier 有几个 LayerNorm 保持 float32",
-          solution=_fp32_layernorms)
+          solution=_fp32_layernorms,
+          question="把本章的 `SentimentClassifier` 改成 `num_layers=3`（pre-norm 块，其余不变），"
+                   '用 `amp_level="O2"` 训练时，有几个 `nn.LayerNorm` 子层仍然按 float32 计算？'
+                   "先推理（第 5 节的表、[第 01 章](01_cell.ipynb)的块结构、第 2 节的参数公式）。")
 def ex2(answer) -> bool:
     """SentimentClassifier with num_layers=3 (pre-norm blocks) under amp_level="O2": how
     many nn.LayerNorm sub-cells keep computing in float32?"""
@@ -49,7 +55,9 @@ def ex2(answer) -> bool:
 
 
 @exercise("number", "1000 条评论、batch_size=32、不丢最后小批次，train(3, ...) 的优化步数",
-          solution=lambda: 3 * math.ceil(1000 / 32))
+          solution=lambda: 3 * math.ceil(1000 / 32),
+          question="`review_dataset` 对 1000 条评论、`batch_size=32`（不丢弃最后的小批次）建好数据集后，"
+                   "`model.train(3, data)` 一共执行多少步优化？")
 def ex3(answer) -> bool:
     """model.train(3, data) where data = review_dataset(<1000 examples>, ..., batch_size=32)
     (drop_remainder=False): how many optimizer steps run?"""
@@ -64,7 +72,7 @@ LOSS_HINT = ("目标分布 = (1-s)·one_hot + s/K（K 个类别都分到 s/K，�
 
 def _loss_cases():
     import numpy as np
-    rng = np.random.default_rng(0)
+    rng = hidden_rng(0)
     for batch, classes, s, dtype in ((1, 2, 0.1, np.float32), (5, 2, 0.1, np.float32),
                                      (4, 7, 0.2, np.float32), (3, 7, 0.0, np.float32),
                                      (6, 5, 0.1, np.float16)):
@@ -76,7 +84,16 @@ def _loss_cases():
 @exercise("code", "写一个带 label smoothing 的交叉熵损失 Cell（可直接交给 Model 的 loss_fn）",
           solution=_sol("LabelSmoothingCE"),
           wrong=((_sol("wrong_loss_sum"), "sum"), (_sol("wrong_loss_k_minus_1"), "K-1"),
-                 (_sol("wrong_loss_no_smoothing"), "smoothing")))
+                 (_sol("wrong_loss_no_smoothing"), "smoothing")),
+          targets=("mindspore.nn.CrossEntropyLoss", "mindspore.ops.cross_entropy",
+                   "mindspore.mint.nn.CrossEntropyLoss", "mindspore.mint.nn.functional.cross_entropy"),
+          question="**损失 Cell。** 写 `MyLabelSmoothingCE(smoothing)`："
+                   "`construct(logits, labels)` 中 `logits` 形状 `(B, K)`、`labels` 形状 `(B,)`（int32），"
+                   "目标分布是 `(1 - s)·one_hot + s/K`（K 个类别**都**分到 `s/K`，包括正确类），"
+                   "损失是 `-Σ 目标 · log_softmax(logits)` 对 batch 取平均。"
+                   "检查器的参考是 MindSpore 自带的 `nn.CrossEntropyLoss(label_smoothing=s)`，"
+                   "输入包括 batch 1、K=2 与 K=7、float16 的 logits，并比较对 logits 的梯度。"
+                   "写好后它可以直接当 `Model(net, loss_fn=MyLabelSmoothingCE(0.1), ...)` 的损失。")
 def label_smoothing_loss(cls) -> bool:
     """``cls(smoothing)``; construct(logits (B, K), labels (B,) int32) -> scalar mean loss.
     Reference: MindSpore's own nn.CrossEntropyLoss(label_smoothing=s)."""
@@ -89,6 +106,8 @@ def label_smoothing_loss(cls) -> bool:
             x, y = ms.Tensor(logits), ms.Tensor(labels)
             got = learner(x, y)
             want = ref(x.astype(ms.float32), y)
+            what = f"batch={batch}、K={classes}、s={s}、logits 为 {logits.dtype} 时的损失"
+            observe(f"{what}是否为标量", tuple(got.shape) in ((), (1,)), True)
             if got.shape not in ((), (1,)):
                 raise Mismatch(f"损失的形状是 {tuple(got.shape)}，应是一个标量：最后要 .mean()。")
             log_p = np.log(np.exp(logits.astype(np.float64)) / np.exp(logits.astype(np.float64)).sum(-1, keepdims=True))
@@ -102,7 +121,6 @@ def label_smoothing_loss(cls) -> bool:
                 "这是没有平滑的交叉熵：smoothing 被忽略了。":
                     lambda: -(one_hot * log_p).sum(-1).mean() if s > 0 else None,
             }, atol=1e-4)
-            what = f"batch={batch}、K={classes}、s={s}、logits 为 {logits.dtype} 时的损失"
             compare(got.reshape(()), want, what, atol=1e-3 if logits.dtype == np.float16 else 1e-5,
                     bug=bug or LOSS_HINT)
         batch, classes, s, logits, labels = next(iter(_loss_cases()))
@@ -127,13 +145,19 @@ def _f1(pred, labels) -> float:
 @exercise("code", "写一个自定义指标 nn.Metric：正类的 F1（clear / update / eval），交给 Model(metrics=...)",
           solution=_sol("F1"),
           wrong=((_sol("wrong_f1_last_batch"), "累加"), (_sol("wrong_f1_no_clear"), "clear"),
-                 (_sol("wrong_f1_precision"), "精确率")))
+                 (_sol("wrong_f1_precision"), "精确率")),
+          targets=("course_lib.metrics.BinaryF1",),
+          question="**自定义指标。** 写 `MyF1(Metric)`（`from mindspore.train import Metric`）："
+                   "`clear()` 清零，`update(logits, labels)` 用 `argmax(-1)` 得到预测、"
+                   "**累加**正类的 TP/FP/FN，`eval()` 返回 `2TP / (2TP + FP + FN)`。"
+                   "检查器会分几个批次调用 `update`，并在两次评估之间调用 `clear`。"
+                   '写好后可以放进 `Model(..., metrics={"f1": MyF1()})`。')
 def f1_metric(cls) -> bool:
     """``cls()`` is a mindspore.train.Metric; update(logits (B, 2), labels (B,)); eval() -> float."""
     def body():
         import mindspore as ms
         import numpy as np
-        rng = np.random.default_rng(0)
+        rng = hidden_rng(0)
         metric = cls()
         runs = [[1, 7, 3], [5, 2], [4]]                # batch sizes of three evaluations
         for r, sizes in enumerate(runs):
@@ -145,6 +169,7 @@ def f1_metric(cls) -> bool:
             pred, truth = np.concatenate([lg.argmax(-1) for lg in logits]), np.concatenate(labels)
             want, tp, fp, fn = _f1(pred, truth)
             got = float(metric.eval())
+            observe(f"第 {r + 1} 次评估（批大小 {sizes}）的 F1", got, want, atol=1e-6)
             if abs(got - want) < 1e-6:
                 continue
             last = _f1(logits[-1].argmax(-1), labels[-1])[0]

@@ -1,7 +1,7 @@
 """Checkers for notebook 04 (callbacks, metrics)."""
 import math
 
-from .common import Mismatch, check_number, exercise, run_code_check
+from .common import Mismatch, check_number, exercise, observe, run_code_check
 
 
 def _sol(name):
@@ -16,7 +16,9 @@ def _sol(name):
 HALVED = [0.1 * 0.5 ** i for i in range(4)]
 
 
-@exercise("number", "每步后把学习率减半的回调：探针 4 步实际用到的学习率", solution=lambda: list(HALVED))
+@exercise("number", "每步后把学习率减半的回调：探针 4 步实际用到的学习率", solution=lambda: list(HALVED),
+          question="把你写好的 `HalveLR` 交给 `probe_lr(callbacks=[HalveLR()])`，"
+                   "量出 4 步实际用到的学习率（一个列表）。")
 def ex1(answer) -> bool:
     """Learning rates really used in 4 probe steps by a callback that halves the lr
     (with ops.assign) after every step, starting from 0.1."""
@@ -29,7 +31,9 @@ def _ppl_half_and_half() -> float:
     return math.exp(-(math.log(1 / 2) + math.log(1 / 32)) / 2)
 
 
-@exercise("number", "一半 token 概率 1/2、另一半 1/32 时的困惑度", solution=_ppl_half_and_half)
+@exercise("number", "一半 token 概率 1/2、另一半 1/32 时的困惑度", solution=_ppl_half_and_half,
+          question="某语言模型在一半的 token 上给正确答案的概率是 1/2，在另一半上是 1/32。"
+                   "`Perplexity` 报告的困惑度是多少？先手算。")
 def ex2(answer) -> bool:
     """A model gives the right token probability 1/2 on half of the tokens and 1/32 on the
     other half: what perplexity does Perplexity report?"""
@@ -44,7 +48,8 @@ def _f1() -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-@exercise("number", "TP=40, FP=10, FN=20 时正类的 F1", solution=_f1)
+@exercise("number", "TP=40, FP=10, FN=20 时正类的 F1", solution=_f1,
+          question="某次评估 TP=40、FP=10、FN=20，正类 F1 是多少？")
 def ex3(answer) -> bool:
     """F1 of the positive class with TP=40, FP=10, FN=20."""
     return check_number(answer, _f1(), rel=1e-6, abs_=1e-9, name="ch04.ex3",
@@ -67,7 +72,9 @@ def _stopping_evaluation(scores, patience: int) -> int | None:
 
 
 @exercise("number", "SCORES 与 patience=2：第几次评估后停止训练",
-          solution=lambda: _stopping_evaluation(SCORES, patience=2))
+          solution=lambda: _stopping_evaluation(SCORES, patience=2),
+          question="每轮的验证 F1 依次是 `ch04.SCORES`，"
+                   '`EarlyStopping("f1", patience=2)` 在第几次评估之后停止训练（从 1 数起）？')
 def ex4(answer) -> bool:
     """Validation F1 after each epoch is SCORES; EarlyStopping('f1', patience=2): after
     which evaluation (1-based) does training stop?"""
@@ -104,26 +111,34 @@ def _dry_run(callback) -> None:
 @exercise("code", "写一个每步结束后把学习率减半的回调（用 probe_lr 量实际学习率）",
           solution=_sol("HalveLR"),
           wrong=((_sol("wrong_halve_attribute"), "ops.assign"), (_sol("wrong_halve_at_begin"), "第一步"),
-                 (_sol("wrong_halve_from_initial"), "只减半了一次")))
+                 (_sol("wrong_halve_from_initial"), "只减半了一次")),
+          targets=("course_lib.callbacks.AssignLR",),
+          question="**学习率减半回调。** 写 `HalveLR(Callback)`："
+                   "每一步**结束后**把优化器的学习率减半（学习率是一个 `Parameter`，用 `ops.assign` 写回）"
+                   "。"
+                   "检查器用第 2 节的探针 `probe_lr(callbacks=[HalveLR()])` 在 PyNative 和 GRAPH 两种模式下**量出**每一步真正用到的学习率（初始 0.1）"
+                   "，而不是读你打印的数字。")
 def halve_lr(cls) -> bool:
     """``cls()`` is a Callback; probe_lr(callbacks=[cls()]) in PyNative and GRAPH mode must
     measure 0.1, 0.05, 0.025, 0.0125."""
     def body():
         from ..callbacks import probe_lr
         _dry_run(cls())                                # NotImplementedError surfaces here
+        want = [round(x, 6) for x in HALVED]
         for mode in ("pynative", "graph"):
+            where = f"{mode} 模式下探针实测"
             try:
                 got = probe_lr(mode=mode, callbacks=[cls()])
             except IndexError:                         # probe_lr formats an exception without a message
+                observe(f"{where}的学习率", None, want)
                 raise Mismatch(f"{mode} 模式下训练时你的回调抛出了一个没有说明的异常。{HALVE_HINT}") from None
-            where = f"{mode} 模式下探针实测"
+            observe(f"{where}的学习率", got, want, atol=1e-7, rtol=1e-4)
             if isinstance(got, str):
                 if got.startswith("NotImplementedError"):
                     raise NotImplementedError
                 bug = ("learning_rate 是 Parameter，不能用赋值替换：用 ops.assign 写回新值。"
                        if got.startswith("TypeError") else HALVE_HINT)
                 raise Mismatch(f"{where}：训练时报错 {got}。{bug}")
-            want = [round(x, 6) for x in HALVED]
             if all(math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-7) for g, w in zip(got, want)):
                 continue
             if all(math.isclose(g, w * 0.5, rel_tol=1e-4) for g, w in zip(got, want)):
@@ -177,7 +192,13 @@ STOP_CASES = (((0.9, 0.8, 0.7, 0.6, 0.5), 2), (SCORES, 2), (SCORES, 1), ((0.5, 0
 @exercise("code", "写一个早停回调：每轮末尾评估，连续 patience 次没有进步就 request_stop()",
           solution=_sol("EarlyStop"),
           wrong=((_sol("wrong_stop_no_reset"), "清零"), (_sol("wrong_stop_ties_improve"), "持平"),
-                 (_sol("wrong_stop_one_late"), "多等了一次")))
+                 (_sol("wrong_stop_one_late"), "多等了一次")),
+          targets=("course_lib.callbacks.EarlyStopping",),
+          question="**早停回调。** 写 `MyEarlyStopping(evaluate, patience=2)`："
+                   "每轮末尾（`on_train_epoch_end`）调用一次 `evaluate()` 得到一个分数（越高越好）；"
+                   "只有**严格高于**此前最好值才算进步（计数清零），否则计数加 1；"
+                   "计数达到 `patience` 时调用 `run_context.request_stop()`。检查器用几组分数序列驱动它，"
+                   '与 `course_lib.callbacks.EarlyStopping(mode="max")` 的停止时机比较。')
 def early_stopping(cls) -> bool:
     """``cls(evaluate, patience)``; compared with the library's EarlyStopping(mode="max")."""
     def body():
@@ -190,6 +211,8 @@ def early_stopping(cls) -> bool:
             got, calls = _stop_epoch(cls, scores, patience)
             want, _ = _stop_epoch(library, scores, patience)
             where = f"分数 {list(scores)}、patience={patience}："
+            observe(f"{where}请求停止时的评估次数", got, want)
+            observe(f"{where}evaluate() 的调用次数", calls, want or len(scores))
             if calls != (got or len(scores)):
                 raise Mismatch(f"{where}跑了 {got or len(scores)} 轮，evaluate() 却被调用了 {calls} 次："
                                "每轮末尾正好调用一次。")

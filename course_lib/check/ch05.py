@@ -1,7 +1,7 @@
 """Checkers for notebook 05 (LLMTrainer)."""
 import math
 
-from .common import Mismatch, check_number, exercise, run_code_check
+from .common import Mismatch, check_number, exercise, hidden_rng, observe, run_code_check
 
 
 def _sol(name):
@@ -13,7 +13,9 @@ def _sol(name):
 
 
 # --------------------------------------------------------------------------- numbers
-@exercise("number", "评估损失 4.0 nat/token 时 evaluate() 报告的困惑度", solution=lambda: math.exp(4.0))
+@exercise("number", "评估损失 4.0 nat/token 时 evaluate() 报告的困惑度", solution=lambda: math.exp(4.0),
+          question="评估得到的平均损失是 4.0（每个 token 的负对数似然，单位 nat），"
+                   "`evaluate()` 报告的困惑度是多少？")
 def ex1(answer) -> bool:
     """The evaluation loss is 4.0 nats per token: what perplexity does evaluate() report?"""
     return check_number(answer, math.exp(4.0), rel=1e-4, name="ch05.ex1",
@@ -26,7 +28,8 @@ def _head_params() -> int:
     return cfg.vocab_size * cfg.hidden_size          # untied head, no bias
 
 
-@exercise("number", "只训练 lm_head 时 internlm.tiny() 的可训练参数个数", solution=_head_params)
+@exercise("number", "只训练 lm_head 时 internlm.tiny() 的可训练参数个数", solution=_head_params,
+          question='在 `internlm.tiny()` 上 `finetune(..., trainable=lambda n: n.startswith("lm_head"))` 训练多少个参数？')
 def ex2(answer) -> bool:
     """How many parameters does finetune(trainable=lambda n: n.startswith("lm_head")) train
     on internlm.tiny()?"""
@@ -39,7 +42,9 @@ def _lr55() -> float:
     return 1e-3 * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-@exercise("number", "warmup_cosine_lr(1e-3, 100, 10) 第 55 步（从 0 数）的学习率", solution=_lr55)
+@exercise("number", "warmup_cosine_lr(1e-3, 100, 10) 第 55 步（从 0 数）的学习率", solution=_lr55,
+          question="`warmup_cosine_lr(1e-3, total_steps=100, warmup_steps=10)`（`min_lr` 取默认值）"
+                   "中第 55 步（从 0 数）的学习率是多少？先手算，再用你的 `warmup_cosine` 验证。")
 def ex3(answer) -> bool:
     """warmup_cosine_lr(1e-3, total_steps=100, warmup_steps=10): the lr of 0-based step 55."""
     return check_number(answer, _lr55(), rel=1e-6, name="ch05.ex3",
@@ -47,7 +52,8 @@ def ex3(answer) -> bool:
                              "warmup_cosine_lr 的 min_lr 默认是 0.0。")
 
 
-@exercise("number", "全局范数 5.0 的梯度按 clip=1.0 裁剪：每个梯度乘以的系数", solution=lambda: 1.0 / 5.0)
+@exercise("number", "全局范数 5.0 的梯度按 clip=1.0 裁剪：每个梯度乘以的系数", solution=lambda: 1.0 / 5.0,
+          question="全局梯度范数是 5.0、`clip=1.0` 时，每个梯度被乘以多少？")
 def ex4(answer) -> bool:
     """Gradients with global norm 5.0 are clipped with clip=1.0: by which factor is every
     gradient multiplied?"""
@@ -64,7 +70,16 @@ SCHEDULE_CASES = ((1e-3, 100, 10, 0.0), (3e-3, 37, 5, 3e-4), (0.5, 9, 0, 0.05), 
 @exercise("code", "写 warmup + cosine 学习率调度函数（与 training.warmup_cosine_lr 逐步相等）",
           solution=_sol("warmup_cosine"),
           wrong=((_sol("wrong_warmup_from_zero"), "第一步"), (_sol("wrong_cosine_over_total"), "total - warmup"),
-                 (_sol("wrong_ignores_min_lr"), "min_lr")))
+                 (_sol("wrong_ignores_min_lr"), "min_lr")),
+          targets=("course_lib.training.warmup_cosine_lr",),
+          question="**预热 + 余弦学习率。"
+                   "** 写 `warmup_cosine(base_lr, total_steps, warmup_steps, min_lr=0.0)`，"
+                   "返回 `total_steps` 个学习率：第 `i` 步（从 0 数）"
+                   "在 `i < warmup_steps` 时是 `base_lr·(i+1)/warmup_steps`，"
+                   "之后 `progress = (i - warmup_steps)/(total_steps - warmup_steps)`，"
+                   "`lr = min_lr + (base_lr - min_lr)·0.5·(1 + cos(π·progress))`。"
+                   "检查器与 `training.warmup_cosine_lr` 逐步比较（包括没有预热、全是预热、"
+                   "`min_lr > 0` 的情形）。")
 def warmup_cosine(fn) -> bool:
     """``fn(base_lr, total_steps, warmup_steps, min_lr=0.0) -> list of total_steps floats``."""
     def body():
@@ -73,6 +88,7 @@ def warmup_cosine(fn) -> bool:
             got = [float(x) for x in fn(base, total, warmup, min_lr)]
             want = warmup_cosine_lr(base, total, warmup, min_lr)
             where = f"warmup_cosine({base}, total_steps={total}, warmup_steps={warmup}, min_lr={min_lr})"
+            observe(f"{where} 的学习率", got, want, atol=1e-12, rtol=1e-6)
             if len(got) != len(want):
                 raise Mismatch(f"{where} 给出 {len(got)} 个学习率，应为 {len(want)} 个（每步一个）。")
             bad = [i for i, (g, w) in enumerate(zip(got, want)) if not math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-12)]
@@ -101,8 +117,8 @@ def _step_case(seed, clip):
     import mindspore as ms
     import numpy as np
     from mindspore import nn
-    ms.set_seed(seed)
-    rng = np.random.default_rng(seed)
+    rng = hidden_rng(seed)
+    ms.set_seed(int(rng.integers(2 ** 31)))
     net = nn.SequentialCell(nn.Dense(5, 4), nn.Tanh(), nn.Dense(4, 2))
     for _, p in net.parameters_and_names():
         p.set_data(ms.Tensor(rng.normal(0, 1.0, p.shape).astype(np.float32)))
@@ -120,7 +136,16 @@ def _step_case(seed, clip):
 @exercise("code", "写带全局范数梯度裁剪的训练一步：返回 (loss, 裁剪前的梯度范数)",
           solution=_sol("train_step"),
           wrong=((_sol("wrong_step_no_clip"), "没有裁剪"), (_sol("wrong_step_per_tensor"), "逐个张量"),
-                 (_sol("wrong_step_by_value"), "按元素")))
+                 (_sol("wrong_step_by_value"), "按元素")),
+          targets=("course_lib.training.TrainStep", "course_lib.training.global_norm"),
+          question="**带梯度裁剪的一步训练。"
+                   "** 写 `train_step(net, loss_fn, optimizer, inputs, labels, clip)`："
+                   "用 `ms.value_and_grad` 对 `optimizer.parameters` 求损失 `loss_fn(net(inputs), labels)` 的梯度，"
+                   "算全局范数（所有梯度所有元素平方和的平方根），"
+                   "用 `ops.clip_by_global_norm(grads, clip)` 裁剪，`optimizer(grads)` 更新，"
+                   "返回 `(loss, 裁剪前的范数)`——这就是第 2 节 `TrainStep.construct` 的 PyNative 写法。"
+                   "检查器用 SGD（更新量 = −lr × 梯度）从参数的变化反推你真正用的梯度，"
+                   "与手算的裁剪结果比较。")
 def clipped_train_step(fn) -> bool:
     """``fn(net, loss_fn, optimizer, inputs, labels, clip) -> (loss, grad_norm_before_clipping)``."""
     def body():
@@ -128,10 +153,13 @@ def clipped_train_step(fn) -> bool:
         for seed, clip in ((0, 0.5), (1, 1e3), (2, 2.0)):
             net, loss_fn, opt, x, y, before, grads, norm, loss = _step_case(seed, clip)
             out = fn(net, loss_fn, opt, x, y, clip)
+            where = f"clip={clip}（裁剪前全局范数 {norm:.4g}）"
+            observe(f"{where}：返回值的个数", len(out) if isinstance(out, (tuple, list)) else None, 2)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise Mismatch(f"返回值是 {type(out).__name__}，应为 (loss, grad_norm) 两个值。")
             got_loss, got_norm = (float(np.asarray(v.asnumpy() if hasattr(v, "asnumpy") else v)) for v in out)
-            where = f"clip={clip}（裁剪前全局范数 {norm:.4g}）"
+            observe(f"{where}：返回的 loss", got_loss, loss, rtol=1e-5)
+            observe(f"{where}：返回的梯度范数", got_norm, norm, rtol=1e-4)
             if not math.isclose(got_loss, loss, rel_tol=1e-5):
                 raise Mismatch(f"{where}：返回的 loss 是 {got_loss:.6g}，应为更新前的 {loss:.6g}。")
             if not math.isclose(got_norm, norm, rel_tol=1e-4):
@@ -141,6 +169,8 @@ def clipped_train_step(fn) -> bool:
             after = [p.asnumpy() for p in opt.parameters]
             update = [(b - a) / 0.1 for b, a in zip(before, after)]     # the gradient SGD really applied
             factor = clip / max(norm, clip)
+            observe(f"{where}：各参数实际更新量对应的梯度", update, [g * factor for g in grads],
+                    atol=1e-5, rtol=1e-3)
             if all(np.allclose(u, g * factor, rtol=1e-3, atol=1e-5) for u, g in zip(update, grads)):
                 continue
             suspects = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Mismatch, check_number, compare, exercise, run_code_check
+from .common import Mismatch, check_number, compare, exercise, hidden_rng, observe, run_code_check
 
 
 def _solutions():
@@ -19,7 +19,12 @@ def _solutions():
           solution=lambda: _solutions().RMSNorm,
           wrong=((lambda: _solutions().wrong_rms_norm_mean, "减去了均值"),
                  (lambda: _solutions().wrong_rms_norm_no_weight, "没有乘 weight"),
-                 (lambda: _solutions().wrong_rms_norm_axis, "轴")))
+                 (lambda: _solutions().wrong_rms_norm_axis, "轴")),
+          targets=("course_lib.layers.RMSNorm",),
+          question="在第 3 节“练习 1（写代码）：RMSNorm”的脚手架里写 `MyRMSNorm(hidden_size, eps=1e-6)`："
+                   "不减均值、没有偏置，只有一个形状 (hidden_size,)、初始为 1 的权重，"
+                   "参数名必须是 `weight`（它就是 Hugging Face 检查点里的 `input_layernorm.weight`）；"
+                   "`construct` 对最后一维归一化。")
 def rms_norm(cls) -> bool:
     """``cls(hidden_size, eps)`` must compute what ``layers.RMSNorm`` computes."""
     def body():
@@ -33,7 +38,7 @@ def rms_norm(cls) -> bool:
         same_parameters(mine, ref)
         randomize(ref, seed=3)
         copy_weights(ref, mine)
-        rng = np.random.default_rng(6)
+        rng = hidden_rng(6)
         for shape in ((1, 5, hidden), (3, 7, hidden), (2, 1, hidden)):
             x = rng.standard_normal(shape).astype(np.float32) * rng.uniform(0.5, 3, (shape[0], 1, 1))
             want = ref(Tensor(x)).asnumpy()
@@ -47,6 +52,7 @@ def rms_norm(cls) -> bool:
 
 
 def _diagnose_rms(got, want, x, weight, shape) -> None:
+    observe(f"输入 {shape} 时的输出", got, want, atol=1e-4, rtol=1e-4)
     if got.shape != want.shape:
         raise Mismatch(f"输入 {shape} 时输出形状是 {got.shape}，应为 {want.shape}：keep_dims=True 了吗？")
     if np.allclose(got, want, atol=1e-4, rtol=1e-4):
@@ -70,7 +76,10 @@ def _diagnose_rms(got, want, x, weight, shape) -> None:
           solution=lambda: _solutions().alibi_slopes,
           wrong=((lambda: _solutions().wrong_alibi_naive, "不是 2 的幂"),
                  (lambda: _solutions().wrong_alibi_from_zero, "第一个斜率"),
-                 (lambda: _solutions().wrong_alibi_even_powers, "隔一个取一个")))
+                 (lambda: _solutions().wrong_alibi_even_powers, "隔一个取一个")),
+          targets=("course_lib.layers.alibi_slopes",),
+          question="在第 4 节“练习 3（写代码）：ALiBi 斜率”的脚手架里按第 4 节的规则写 `my_alibi_slopes(num_heads)`，"
+                   "返回长度为 `num_heads` 的斜率列表（头数是 2 的幂和不是 2 的幂都要对）。")
 def alibi_slopes(func) -> bool:
     """``func(n)`` must equal ``layers.alibi_slopes(n)`` for every head count 1..64."""
     def body():
@@ -78,6 +87,7 @@ def alibi_slopes(func) -> bool:
         for n in (8, 1, 2, 4, 16, 32, 64, 12, 40, 6, 20, 3, 5, 48, 7):
             got = np.asarray(func(n), np.float64).ravel()
             want = np.asarray(reference(n), np.float64)
+            observe(f"{n} 个头的斜率", got, want, atol=1e-8, rtol=1e-6)
             if got.shape != want.shape:
                 raise Mismatch(f"{n} 个头时返回了 {got.size} 个斜率，应为 {n} 个。")
             if np.allclose(got, want, rtol=1e-6):
@@ -108,14 +118,19 @@ def _first_diff(got, want) -> int:
           wrong=((lambda: _solutions().wrong_bias_no_causal, "因果掩码"),
                  (lambda: _solutions().wrong_bias_no_padding, "填充"),
                  (lambda: _solutions().wrong_bias_alibi_sign, "符号"),
-                 (lambda: _solutions().wrong_bias_no_past, "KV cache")))
+                 (lambda: _solutions().wrong_bias_no_past, "KV cache")),
+          targets=("course_lib.layers.attention_bias",),
+          question="在第 4 节“练习 4（写代码）：注意力偏置”的脚手架里写 `my_attention_bias(query_len, key_len, attention_mask=None, slopes=None)`："
+                   "返回加在注意力打分上的 float32 数组，形状能广播到 (batch, heads, T, S)；"
+                   "**未来的键**和**填充的键**加一个很大的负数，"
+                   "给了 `slopes` 时再加 ALiBi 项（有 KV cache 时 T < S；左填充时位置只数真实 token）。")
 def attention_bias(func) -> bool:
     """The learner's bias gives the same attention weights as ``layers.attention_bias``
     (masked scores may be -1e4, -1e9 or -inf; a constant per row is allowed: softmax ignores it)."""
     def body():
         from ..layers import alibi_slopes as slopes_of
         from ..layers import attention_bias as reference
-        rng = np.random.default_rng(11)
+        rng = hidden_rng(11)
         mask = np.array([[1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1, 1]], np.int32)
         cases = [("没有填充、没有 ALiBi", 5, 5, None, None),
                  ("因果 + ALiBi（4 个头）", 6, 6, None, slopes_of(4)),
@@ -148,17 +163,23 @@ def _softmax(z):
 def _compare_bias(got, want, what, t, s, mask, slopes, rng) -> None:
     batch = 1 if mask is None else mask.shape[0]
     heads = 1 if slopes is None else len(slopes)
+    want = np.broadcast_to(want, (batch, heads, t, s))
+    scores = rng.standard_normal((batch, heads, t, s))
+    p_want = _softmax(scores + want)
+    live = (want > -1e3).any(-1)                     # rows with at least one allowed key
+    # What is graded: the attention weights of the rows with an allowed key (the bias itself
+    # may differ between correct solutions: -1e4 / -inf, a constant per row).
+    weights = f"{what}：注意力权重（有可见键的行）"
     try:
         got = np.broadcast_to(got, (batch, heads, t, s))
     except ValueError:
+        observe(weights, None, p_want * live[..., None], atol=1e-4)
         raise Mismatch(f"{what}：偏置的形状 {got.shape} 不能广播到 (batch, heads, T, S) = "
                        f"({batch}, {heads}, {t}, {s})。") from None
-    want = np.broadcast_to(want, (batch, heads, t, s))
+    p_got = _softmax(scores + got)
+    observe(weights, p_got * live[..., None], p_want * live[..., None], atol=1e-4)
     if np.isnan(got).any():
         raise Mismatch(f"{what}：偏置里有 NaN（-inf 乘以 0 或 -inf + inf？）。")
-    scores = rng.standard_normal((batch, heads, t, s))
-    p_got, p_want = _softmax(scores + got), _softmax(scores + want)
-    live = (want > -1e3).any(-1)                     # rows with at least one allowed key
     if t < s and np.abs(p_got - p_want).max() > 1e-4:
         from ..layers import attention_bias as reference
         as_first = np.broadcast_to(reference(s, s, mask, slopes).asnumpy()[:, :, :t], got.shape)
@@ -186,6 +207,11 @@ def _compare_bias(got, want, what, t, s, mask, slopes, rng) -> None:
         bug = ("带 KV cache 时查询 i 是第 S−T+i 个 token：它能看到键 0..S−T+i。"
                if t < s else "允许的位置被挡住了：查询 i 可以看到键 0..i（包括自己）。")
         raise Mismatch(f"{what}：batch {b} 头 {h} 的查询 {i} 看不到键 {j}，但它应该看得到。{bug}")
+    _compare_weights(p_got, p_want, live, what, scores, want, t, s, mask, slopes)
+
+
+def _compare_weights(p_got, p_want, live, what, scores, want, t, s, mask, slopes) -> None:
+    """No future/padding leak and nothing blocked: the weights differ only in ALiBi."""
     diff = np.abs(p_got - p_want) * live[..., None]
     if diff.max() > 1e-4:
         b, h, i, j = np.unravel_index(int(diff.argmax()), diff.shape)
@@ -215,7 +241,14 @@ def _flip_alibi(want, slopes, mask, t, s):
           solution=lambda: _solutions().DecoderLayer,
           wrong=((lambda: _solutions().wrong_layer_post_norm, "post-norm"),
                  (lambda: _solutions().wrong_layer_parallel, "并行"),
-                 (lambda: _solutions().wrong_layer_no_residual, "残差")))
+                 (lambda: _solutions().wrong_layer_no_residual, "残差")),
+          targets=("course_lib.layers.DecoderLayer",),
+          question="在第 3 节“练习 2（写代码）：用积木组装一个解码层”的脚手架里写 `MyDecoderLayer(config)`："
+                   "用 `layers.Attention`、`layers.SwiGLU`、`layers.RMSNorm` 组装 pre-norm 解码层，"
+                   "子 Cell 的属性名与 Hugging Face 的一样（`self_attn`、`mlp`、`input_layernorm`、"
+                   "`post_attention_layernorm`）；"
+                   "`construct(x, bias, cos=None, sin=None, cache=None, layer_idx=0)` 把位置信息（ALiBi 的 `bias` 或 RoPE 的 `cos/sin`）"
+                   "和 KV cache 原样交给 `self_attn`。")
 def decoder_layer(cls) -> bool:
     """``cls(config)`` has DecoderLayer's parameter names and computes what it computes
     (ALiBi and RoPE configs; outputs and gradients with copied random weights)."""
@@ -224,7 +257,7 @@ def decoder_layer(cls) -> bool:
         from .. import baichuan, internlm, layers
         from .cellcheck import compare_grads, copy_weights, randomize, same_parameters
 
-        rng = np.random.default_rng(5)
+        rng = hidden_rng(5)
         for cfg in (baichuan.tiny(hidden_size=16, num_heads=4, intermediate_size=24, num_layers=1),
                     internlm.tiny(hidden_size=16, num_heads=2, intermediate_size=24, num_layers=1)):
             ref, mine = layers.DecoderLayer(cfg), cls(cfg)
@@ -256,6 +289,7 @@ def _layer_inputs(cfg, layers, mask, rng):
 
 def _diagnose_layer(ref, args, got, want, what) -> None:
     g, w = got.asnumpy(), want.asnumpy()
+    observe(f"{what}的输出", g, w, atol=1e-4, rtol=1e-3)
     if g.shape == w.shape and np.allclose(g, w, atol=1e-4, rtol=1e-3):
         return
     x, rest = args[0], args[1:]
@@ -282,28 +316,40 @@ def _diagnose_layer(ref, args, got, want, what) -> None:
 
 
 # ====================================================================== number exercises
-@exercise("number", "12 个头的 ALiBi 斜率（长度 12 的列表）",
-          solution=lambda: __import__("course_lib.layers", fromlist=["x"]).alibi_slopes(12))
+@exercise("number", "24 个头的 ALiBi 斜率（长度 24 的列表）",
+          solution=lambda: __import__("course_lib.layers", fromlist=["x"]).alibi_slopes(24),
+          question="不运行代码，按第 4 节的规则手算 **24** 个头的 ALiBi 斜率（一个长度为 24 的列表，"
+                   "顺序与 `alibi_slopes` 相同；先写成 $2^{-x}$ 再换成小数）。24 不是 2 的幂，"
+                   "第 4 节也没有打印它；这里检验你能不能不靠代码走完一遍插值规则，"
+                   "算完可以用你的 `my_alibi_slopes(24)` 核对。")
 def ex1(answer) -> bool:
-    """The 12 ALiBi slopes of a 12-head model (Baichuan's _get_interleave rule)."""
+    """The 24 ALiBi slopes of a 24-head model (Baichuan's _get_interleave rule; 24 is not a
+    power of two, and the notebook prints the slopes of 8, 20 and 40 heads only)."""
     from ..layers import alibi_slopes
-    return check_number(answer, alibi_slopes(12), name="ch06.ex1", rel=1e-6,
-                        hint="12 不是 2 的幂：先取最近的 2 的幂 8 的 8 个斜率 2^(-1)..2^(-8)，"
-                             "再从 16 个头的斜率序列里隔一个取一个（下标 0, 2, 4, 6），补足 4 个。")
+    return check_number(answer, alibi_slopes(24), name="ch06.ex1", rel=1e-6,
+                        hint="24 不是 2 的幂：先取最近的 2 的幂 16 个头的 16 个斜率（等比数列，"
+                             "公比 2^(-8/16)），再从 32 个头的斜率序列里隔一个取一个（下标 0, 2, 4, …），"
+                             "补足 8 个；顺序是先 16 个、后 8 个。")
 
 
 def _layer_params() -> int:
-    from ..baichuan import baichuan_13b
-    shapes = baichuan_13b().parameter_shapes()
+    from ..internlm import internlm_7b
+    shapes = internlm_7b().parameter_shapes()
     return sum(int(np.prod(s)) for n, s in shapes.items() if n.startswith("model.layers.0."))
 
 
-@exercise("number", "Baichuan-13B 一个解码层的参数量", solution=_layer_params)
+@exercise("number", "InternLM-7B 一个解码层的参数量（q/k/v/o 投影都带偏置）", solution=_layer_params,
+          question="InternLM-7B 的解码层没有 `W_pack`，而是四个分开的投影 `q_proj/k_proj/v_proj/o_proj`，"
+                   "**每个都带偏置**（第 5 节末尾）；MLP 和两个 RMSNorm 与 Baichuan 的一样。"
+                   "用 `internlm.internlm_7b()` 查出它的 hidden 和 FFN 尺寸，手算**一个**解码层有多少参数，"
+                   "给出整数。第 6 节的表只有 Baichuan 的逐层数字，没有这一行。")
 def ex2(answer) -> bool:
-    """Parameters of ONE Baichuan-13B decoder layer (attention + MLP + its two RMSNorms)."""
+    """Parameters of ONE InternLM-7B decoder layer: q/k/v/o projections WITH biases, SwiGLU MLP
+    and two RMSNorms (notebook 06 prints Baichuan's per-layer parts, not this layer)."""
     return check_number(answer, _layer_params(), name="ch06.ex2", integer=True, rel=0,
-                        hint="W_pack (3h×h) + o_proj (h×h) + gate/up (f×h 各一) + down (h×f) + "
-                             "两个 RMSNorm (h 各一)，h=5120, f=13696。")
+                        hint="q_proj/k_proj/v_proj/o_proj 各是 h×h 的权重加长度 h 的偏置，gate/up/down "
+                             "三个 h×f 矩阵（没有偏置），两个 RMSNorm 各 h 个；h、f 用 "
+                             "internlm.internlm_7b() 的 hidden_size 和 intermediate_size。")
 
 
 def _int8_gib() -> float:
@@ -312,7 +358,8 @@ def _int8_gib() -> float:
     return weight_bytes(baichuan_7b(), "int8") / GiB
 
 
-@exercise("number", "Baichuan-7B 的权重用 int8 存放时占多少 GiB", solution=_int8_gib)
+@exercise("number", "Baichuan-7B 的权重用 int8 存放时占多少 GiB", solution=_int8_gib,
+          question="Baichuan-**7B** 的权重以 int8 存储要多少 GiB？")
 def ex3(answer) -> bool:
     """Memory (GiB, 2**30 bytes) of Baichuan-7B's weights in int8."""
     return check_number(answer, _int8_gib(), name="ch06.ex3", rel=5e-3,
@@ -325,7 +372,9 @@ def _devices() -> int:
     return devices_needed(baichuan_13b(), 16, tp=8, zero=1, recompute=True, seq_len=4096).devices
 
 
-@exercise("number", "16 GiB 的卡、tp=8 + ZeRO-1 + 重计算训练 Baichuan-13B 最少要几张卡", solution=_devices)
+@exercise("number", "16 GiB 的卡、tp=8 + ZeRO-1 + 重计算训练 Baichuan-13B 最少要几张卡", solution=_devices,
+          question="用 16 GiB 的卡训练 Baichuan-13B（序列 4096、每卡 1 条），tp=8、ZeRO-1、全量重计算，"
+                   "最少要几张卡？（每张卡上哪些部分随 dp 变小、哪些不变？dp 至少要多大？）")
 def ex4(answer) -> bool:
     """Fewest 16 GiB devices to train Baichuan-13B (seq 4096, micro-batch 1) with tensor
     parallel 8, ZeRO-1 and full recomputation."""

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .common import Mismatch, check_number, compare, exercise, run_code_check
+from .common import Mismatch, check_number, compare, exercise, hidden_rng, observe, run_code_check
 
 
 def _solutions():
@@ -26,11 +26,16 @@ def _logits(rng, batch, vocab):
           solution=lambda: _solutions().top_p_filter,
           wrong=((lambda: _solutions().wrong_top_p_stops_early, "越过 p"),
                  (lambda: _solutions().wrong_top_p_ascending, "从大到小"),
-                 (lambda: _solutions().wrong_top_p_not_unsorted, "放回")))
+                 (lambda: _solutions().wrong_top_p_not_unsorted, "放回")),
+          targets=("course_lib.generation.apply_top_p", "course_lib.generation.next_token_scores"),
+          question="在第 6 节“top-p 过滤与重复惩罚”的脚手架里写 `my_top_p(logits, p)`（NumPy，"
+                   "`logits` 形状 (batch, vocab)，每行一个序列）：每行按概率从大到小排序、累加，"
+                   "保留到累计概率**第一次 ≥ p** 的那个词为止（至少保留一个），其余设为 `-inf`，"
+                   "保留的 logit 不变。", cell="sampling")
 def top_p(func) -> bool:
     def body():
         from ..generation import apply_top_p
-        rng = np.random.default_rng(21)
+        rng = hidden_rng(21)
         cases = [(1, 11, 0.8), (3, 37, 0.9), (2, 8, 0.5), (4, 50, 0.95), (2, 9, 1e-3)]
         for batch, vocab, p in cases:
             x = _logits(rng, batch, vocab)
@@ -46,6 +51,7 @@ def _np(value):
 
 
 def _diagnose_top_p(got, want, x, p, what) -> None:
+    observe(what, got, want, atol=1e-8, rtol=1e-5)   # kept logits unchanged, -inf where dropped
     if got.shape != want.shape:
         raise Mismatch(f"{what}：输出形状 {got.shape}，应为 {want.shape}（每行一个序列，形状不变）。")
     kept_g, kept_w = np.isfinite(got), np.isfinite(want)
@@ -79,11 +85,16 @@ def _diagnose_top_p(got, want, x, p, what) -> None:
           solution=lambda: _solutions().repetition_penalty,
           wrong=((lambda: _solutions().wrong_penalty_divide_all, "负的 logit"),
                  (lambda: _solutions().wrong_penalty_every_token, "出现过"),
-                 (lambda: _solutions().wrong_penalty_subtract, "除以")))
+                 (lambda: _solutions().wrong_penalty_subtract, "除以")),
+          targets=("course_lib.generation.apply_repetition_penalty",
+                   "course_lib.generation.next_token_scores"),
+          question="在同一个脚手架里（第 6 节）写 `my_repetition_penalty(logits, seen, penalty)`："
+                   "`seen` 是与 `logits` 同形状的布尔数组（这个词已经出现过）；出现过的词，"
+                   "正 logit 除以 `penalty`、负 logit 乘以 `penalty`。", cell="sampling")
 def repetition_penalty(func) -> bool:
     def body():
         from ..generation import apply_repetition_penalty
-        rng = np.random.default_rng(22)
+        rng = hidden_rng(22)
         for batch, vocab, penalty in ((1, 10, 1.3), (3, 31, 1.1), (2, 17, 2.0)):
             x = _logits(rng, batch, vocab)
             seen = rng.random((batch, vocab)) < 0.3
@@ -91,6 +102,7 @@ def repetition_penalty(func) -> bool:
             got = np.asarray(_np(func(x.copy(), seen.copy(), penalty)), np.float64)
             want = apply_repetition_penalty(x, seen, penalty)
             what = f"batch {batch}、词表 {vocab}、penalty={penalty}"
+            observe(what, got, want, atol=1e-9, rtol=1e-6)
             if got.shape != want.shape:
                 raise Mismatch(f"{what}：输出形状 {got.shape}，应为 {want.shape}。")
             bad = ~np.isclose(got, want, rtol=1e-6, atol=1e-9)
@@ -116,13 +128,16 @@ def repetition_penalty(func) -> bool:
           solution=lambda: _solutions().append_kv,
           wrong=((lambda: _solutions().wrong_append_heads_axis, "轴"),
                  (lambda: _solutions().wrong_append_new_first, "顺序"),
-                 (lambda: _solutions().wrong_append_forgets_past, "丢掉")))
+                 (lambda: _solutions().wrong_append_forgets_past, "丢掉")),
+          targets=("course_lib.layers.KVCache",),
+          question="在第 7 节“往 KV cache 里追加”的脚手架里写 `my_append_kv(past_k, past_v, k, v)`："
+                   "把这一步的 `k`、`v`（形状 (batch, heads, 新 token 数, head_dim)）接在缓存**后面**，"
+                   "返回新的 (keys, values)；第一步没有缓存（`None`）。")
 def append_kv(func) -> bool:
     """Step by step (prefill 3 tokens, then 1, 1, 2) the learner's cache must equal the
     concatenation of everything seen, in order, along the sequence axis."""
     def body():
-        from mindspore import Tensor
-        rng = np.random.default_rng(23)
+        rng = hidden_rng(23)
         for batch, heads, dim in ((1, 2, 4), (3, 4, 8)):
             past_k = past_v = None
             all_k, all_v = [], []
@@ -130,29 +145,39 @@ def append_kv(func) -> bool:
                 k = rng.standard_normal((batch, heads, length, dim)).astype(np.float32)
                 v = rng.standard_normal((batch, heads, length, dim)).astype(np.float32)
                 all_k.append(k), all_v.append(v)
-                cached = None if past_k is None else tuple(past_k.shape)
-                try:                      # PyNative may report a bad concat only on asnumpy()
-                    result = func(past_k, past_v, Tensor(k), Tensor(v))
-                    if not isinstance(result, (tuple, list)) or len(result) != 2:
-                        raise Mismatch("append_kv 要返回两个值 (keys, values)。")
-                    past_k, past_v = (np.asarray(_np(t)) for t in result)
-                except (ValueError, RuntimeError, TypeError) as err:
-                    if cached is not None and "concat" in str(err).lower():
-                        raise Mismatch(f"第 {step + 1} 步拼接时形状对不上（缓存 {cached}，"
-                                       f"新的 {k.shape}）：拼接的轴不对，新 token 要接在序列轴"
-                                       "（第 2 维）上：ops.cat((past, new), 2)。") from None
-                    raise
-                want_k, want_v = np.concatenate(all_k, 2), np.concatenate(all_v, 2)
                 what = f"batch {batch}、{heads} 头，第 {step + 1} 步（新 {length} 个 token）后的"
-                _diagnose_append(past_k, want_k, all_k, what + " keys")
-                _diagnose_append(past_v, want_v, all_v, what + " values")
-                past_k, past_v = Tensor(past_k), Tensor(past_v)
+                past_k, past_v = _append_step(func, past_k, past_v, k, v, step, what,
+                                              np.concatenate(all_k, 2))
+                _diagnose_append(past_k, np.concatenate(all_k, 2), all_k, what + " keys")
+                _diagnose_append(past_v, np.concatenate(all_v, 2), all_v, what + " values")
     return run_code_check("ch07.append_kv", "形状 (batch, heads, seq, head_dim)：沿第 2 维（seq）把新的接在"
                           "旧的后面；第一步没有缓存（None）时，新的就是缓存。", body)
 
 
+def _append_step(func, past_k, past_v, k, v, step, what, want_k):
+    """One call of the learner's append_kv, its (keys, values) as arrays; a failing call is
+    observed as no keys at all."""
+    from mindspore import Tensor
+    cached = None if past_k is None else tuple(past_k.shape)
+    past = (None, None) if past_k is None else (Tensor(past_k), Tensor(past_v))
+    try:                      # PyNative may report a bad concat only on asnumpy()
+        result = func(*past, Tensor(k), Tensor(v))
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            observe(what + " keys", None, want_k, atol=1e-6, rtol=1e-4)
+            raise Mismatch("append_kv 要返回两个值 (keys, values)。")
+        return tuple(np.asarray(_np(t)) for t in result)
+    except (ValueError, RuntimeError, TypeError) as err:
+        observe(what + " keys", None, want_k, atol=1e-6, rtol=1e-4)
+        if cached is not None and "concat" in str(err).lower():
+            raise Mismatch(f"第 {step + 1} 步拼接时形状对不上（缓存 {cached}，"
+                           f"新的 {k.shape}）：拼接的轴不对，新 token 要接在序列轴"
+                           "（第 2 维）上：ops.cat((past, new), 2)。") from None
+        raise
+
+
 def _diagnose_append(got, want, parts, what) -> None:
     got = np.asarray(got)
+    observe(what, got, want, atol=1e-6, rtol=1e-4)
     if got.shape != want.shape:
         if got.shape == parts[-1].shape and len(parts) > 1:
             raise Mismatch(f"{what}形状是 {got.shape}，应为 {want.shape}：只留下了这一步的 K/V，"
@@ -168,7 +193,8 @@ def _diagnose_append(got, want, parts, what) -> None:
 
 
 # ====================================================================== number exercises
-@exercise("number", "平均交叉熵 3.2 nats 的模型，验证困惑度是多少", solution=lambda: math.exp(3.2))
+@exercise("number", "平均交叉熵 3.2 nats 的模型，验证困惑度是多少", solution=lambda: math.exp(3.2),
+          question="某模型在验证集上的平均交叉熵是 3.2（自然对数），它的困惑度是多少？")
 def ex1(answer) -> bool:
     """Validation perplexity of a model whose mean token cross-entropy is 3.2 nats."""
     return check_number(answer, math.exp(3.2), name="ch07.ex1", rel=1e-4,
@@ -183,7 +209,9 @@ def _kept_top_p() -> list:
     return np.flatnonzero(np.isfinite(apply_top_p(np.log(np.asarray([PROBS])), 0.8)[0])).tolist()
 
 
-@exercise("number", "概率 PROBS 做 p=0.8 的 top-p 过滤后保留哪些下标", solution=_kept_top_p)
+@exercise("number", "概率 PROBS 做 p=0.8 的 top-p 过滤后保留哪些下标", solution=_kept_top_p,
+          question="下一个 token 的概率是 `ch07.PROBS`（已按从大到小排好），top-p 取 0.8 时保留哪些下标？"
+                   "给出列表。")
 def ex2(answer) -> bool:
     """Indices of PROBS that top-p (nucleus) sampling with p=0.8 keeps."""
     try:
@@ -196,7 +224,8 @@ def ex2(answer) -> bool:
 
 
 @exercise("number", "两个出现过的词 logit [2.0, -1.0]，重复惩罚 1.25 之后是多少",
-          solution=lambda: [2.0 / 1.25, -1.0 * 1.25])
+          solution=lambda: [2.0 / 1.25, -1.0 * 1.25],
+          question="两个已经出现过的 token 的 logits 是 `[2.0, -1.0]`，重复惩罚 1.25 之后分别是多少？")
 def ex3(answer) -> bool:
     """Logits [2.0, -1.0] of two tokens already in the text after repetition penalty 1.25."""
     return check_number(answer, [2.0 / 1.25, -1.0 * 1.25], name="ch07.ex3", rel=1e-6,
@@ -209,7 +238,10 @@ def _kv_bytes() -> int:
     return kv_cache_bytes(tiny(), 1, 256, "fp32")
 
 
-@exercise("number", "baichuan.tiny() 生成 256 个 token 后 float32 KV cache 的字节数", solution=_kv_bytes)
+@exercise("number", "baichuan.tiny() 生成 256 个 token 后 float32 KV cache 的字节数", solution=_kv_bytes,
+          question="不带参数的 `baichuan.tiny()`（默认尺寸，"
+                   "[第 06 章](06_baichuan_build.ipynb)第 8 节打印过；不是本章放大后训练的那个模型）"
+                   "生成到第 256 个 token 时（batch 1、float32），KV cache 一共多少字节？")
 def ex4(answer) -> bool:
     """Bytes of the float32 KV cache of baichuan.tiny() after 256 tokens, batch 1."""
     return check_number(answer, _kv_bytes(), name="ch07.ex4", integer=True, rel=0,

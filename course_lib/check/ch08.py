@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Mismatch, check_number, compare, exercise, run_code_check
+from .common import Mismatch, check_number, compare, exercise, hidden_rng, observe, run_code_check
 
 
 def _solutions():
@@ -19,7 +19,11 @@ def _solutions():
           solution=lambda: _solutions().MyLoRADense,
           wrong=((lambda: _solutions().wrong_lora_no_scaling, "alpha / r"),
                  (lambda: _solutions().wrong_lora_alpha_only, "乘的是 alpha"),
-                 (lambda: _solutions().wrong_lora_no_base, "基座")))
+                 (lambda: _solutions().wrong_lora_no_base, "基座")),
+          targets=("course_lib.lora.LoRADense.construct",),
+          question="在第 4 节“LoRA 从零开始”的脚手架里写 `MyLoRADense`（继承 `lora.LoRADense`）"
+                   "的 `construct(x)`："
+                   "基座 `nn.Dense` 的输出 $Wx + b$ 加上旁路 $\\frac{\\alpha}{r} B A x$（缩放系数是 `self.scaling`）。")
 def lora_forward(cls) -> bool:
     """``cls(base_dense, r, alpha)`` computes what ``lora.LoRADense`` computes, with the same
     parameters, outputs and gradients (random A and non-zero B: a zero B hides every bug)."""
@@ -28,7 +32,7 @@ def lora_forward(cls) -> bool:
         from ..lora import LoRADense
         from .cellcheck import compare_grads, copy_weights, randomize, same_parameters
 
-        rng = np.random.default_rng(31)
+        rng = hidden_rng(31)
         for n_in, n_out, r, alpha in ((12, 10, 3, 6.0), (8, 16, 4, 4.0)):
             base = nn.Dense(n_in, n_out)
             base_copy = nn.Dense(n_in, n_out)
@@ -45,6 +49,7 @@ def lora_forward(cls) -> bool:
                           bug="输出对了但 lora_A/lora_B 的梯度不对：是不是用 asnumpy() 或 "
                               "stop_gradient 截断了旁路？")
             trainable = sorted(p.name.rpartition(".")[2] for p in mine.trainable_params())
+            observe(f"r={r}、alpha={alpha:g}：可训练的参数", trainable, ["lora_A", "lora_B"])
             if trainable != ["lora_A", "lora_B"]:
                 raise Mismatch(f"可训练的参数是 {trainable}，应只有 ['lora_A', 'lora_B']：基座的 "
                                "weight/bias 要冻结。")
@@ -57,6 +62,7 @@ def _diagnose_lora(ref, got, want, x, what) -> None:
     from mindspore import ops
     from mindspore.nn import Dense
     g, w = got.asnumpy(), want.asnumpy()
+    observe(f"{what}的输出", g, w, atol=1e-4, rtol=1e-4)
     if g.shape == w.shape and np.allclose(g, w, atol=1e-4, rtol=1e-4):
         return
     base = Dense.construct(ref, x).asnumpy()
@@ -85,7 +91,13 @@ def _diagnose_lora(ref, got, want, x, what) -> None:
           solution=lambda: _solutions().replace_layer,
           wrong=((lambda: _solutions().wrong_replace_setattr, "带点的名字"),
                  (lambda: _solutions().wrong_replace_on_root, "根 Cell"),
-                 (lambda: _solutions().wrong_replace_keeps_short_names, "参数名")))
+                 (lambda: _solutions().wrong_replace_keeps_short_names, "参数名")),
+          targets=("course_lib.lora._set_child",),
+          question="在第 5 节“练习 2（写代码）：按带点的名字替换一层”的脚手架里写 `my_replace_layer(model, name, new)`："
+                   "把带点的完整名字（如 `model.layers.0.self_attn.q_proj`）"
+                   "所指的层换成 `new`——一行 `setattr` 行不通：这一层挂在它的**父 Cell** 上，"
+                   "中间的 `nn.CellList` 要用下标取；挂上去之后参数名也不能和别的层重名。"
+                   "检查函数与 `inject_lora` 的结果比较 Cell 树、参数名和输出。")
 def replace_layer(func) -> bool:
     """After ``func(model, name, LoRADense(old, ...))`` the model must equal one adapted by
     ``lora.inject_lora`` on that layer: same Cell tree, same (full, unique) parameter names,
@@ -110,23 +122,27 @@ def _check_replacement(func, name) -> None:
     ref, mine = InternLMForCausalLM(cfg), InternLMForCausalLM(cfg)
     copy_weights(ref, mine)
     inject_lora(ref, [name], r=2, alpha=4)
-    rng = np.random.default_rng(4)
+    rng = hidden_rng(4)
     for p in (lora_layers(ref)[name].lora_A, lora_layers(ref)[name].lora_B):
         p.set_data(Tensor(rng.standard_normal(p.shape).astype(np.float32) * 0.5))
     old = dict(mine.cells_and_names())[name]
     new = LoRADense(old, 2, 4, name=name)
     new.lora_A.set_data(lora_layers(ref)[name].lora_A.data.copy())
     new.lora_B.set_data(lora_layers(ref)[name].lora_B.data.copy())
+    ref_cells = sorted(dict(ref.cells_and_names()))
     try:
         func(mine, name, new)
-    except KeyError as err:
-        if "." in str(err) and "can not contain" in str(err):
+    except Exception as err:                          # noqa: BLE001 - observed, then reported
+        observe(f"{name}：替换后模型的子 Cell", None, ref_cells)
+        if isinstance(err, KeyError) and "." in str(err) and "can not contain" in str(err):
             raise Mismatch(f"setattr(model, {name!r}, new) 报 KeyError：带点的名字不是一个属性名，"
                            "MindSpore 的子 Cell 名不能含 '.'。这一层挂在它的父 Cell（…self_attn）上："
                            "按 '.' 切开，一段一段 getattr 走到父 Cell 再 setattr。") from None
         raise
     cells = dict(mine.cells_and_names())
-    extra = sorted(set(cells) - set(dict(ref.cells_and_names())))
+    observe(f"{name}：替换后模型的子 Cell", sorted(cells), ref_cells)
+    observe(f"{name}：该位置是传进去的新层", cells.get(name) is new, True)
+    extra = sorted(set(cells) - set(ref_cells))
     if extra:
         raise Mismatch(f"模型里多出了子 Cell {extra[:3]}：新层挂到了根 Cell 上（或别的地方），"
                        f"{name!r} 处仍是原来的层。要在它的父 Cell 上替换。")
@@ -134,12 +150,13 @@ def _check_replacement(func, name) -> None:
         raise Mismatch(f"{name!r} 处不是你传进去的新层（是 {type(cells.get(name)).__name__}）。")
     names = [p.name for p in mine.get_parameters()]
     want = sorted(p.name for p in ref.get_parameters())
+    observe(f"{name}：替换后模型的参数名", sorted(names), want)
     if sorted(names) != want:
         short = sorted(set(names) - set(want))
         raise Mismatch(f"参数名不对：出现了 {short[:3]}，应为 {name}.weight、{name}.lora_A 这样的完整名字。"
                        "在父 Cell 上 setattr 时 MindSpore 按父 Cell 重新给参数命名；"
                        "不同层的参数会重名，优化器和检查点都靠名字区分参数——把它们改回完整名字。")
-    ids = Tensor(np.random.default_rng(2).integers(0, cfg.vocab_size, (2, 6)).astype(np.int32))
+    ids = Tensor(hidden_rng(2).integers(0, cfg.vocab_size, (2, 6)).astype(np.int32))
     compare(mine(ids), ref(ids), "替换后模型的 logits", atol=1e-5)
 
 
@@ -155,15 +172,18 @@ def _ex1() -> int:
     c = tiny()
     h, f = c.hidden_size, c.intermediate_size
     per_layer = 4 * (h + h) + 2 * (h + f) + (f + h)       # q, k, v, o; gate, up; down
-    return c.num_layers * 4 * per_layer
+    return c.num_layers * 3 * per_layer                   # r=3: a rank the chapter's sweep skips
 
 
-@exercise("number", "InternLM-tiny 上 r=4 的 LoRA 适配每层全部 7 个线性层，新增多少可训练参数", solution=_ex1)
+@exercise("number", "InternLM-tiny 上 r=3 的 LoRA 适配每层全部 7 个线性层，新增多少可训练参数", solution=_ex1,
+          question="LoRA（r=3）适配 InternLM-tiny 每层**全部 7 个**线性层（`q_proj`、`k_proj`、`v_proj`、"
+                   "`o_proj`、`gate_proj`、`up_proj`、`down_proj`），一共新增多少可训练参数？"
+                   "（第 8 节的扫描没有 r=3 这一行：用它打印的几个 r 核对你的公式。）")
 def ex1(answer) -> bool:
-    """How many trainable parameters does LoRA r=4 on all seven linear layers of every block
+    """How many trainable parameters does LoRA r=3 on all seven linear layers of every block
     (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj) add to InternLM-tiny?"""
     return check_number(answer, _ex1(), name="ch08.ex1", integer=True, rel=0,
-                        hint="每个被适配的 Dense(in, out) 增加 r·(in + out) 个参数；注意力的 4 个投影是 "
+                        hint="每个被适配的 Dense(in, out) 增加 r·(in + out) 个参数（这里 r=3）；注意力的 4 个投影是 "
                              "hidden→hidden，gate/up 是 hidden→FFN，down 是 FFN→hidden；再乘层数。")
 
 
@@ -173,7 +193,9 @@ def _ex2() -> float:
     return 100 * _lora_params(cfg, r=16, projections=4) / cfg.num_parameters()
 
 
-@exercise("number", "InternLM-7B 上 r=16 适配 q/k/v/o 四个投影：可训练参数占基座的百分之几", solution=_ex2)
+@exercise("number", "InternLM-7B 上 r=16 适配 q/k/v/o 四个投影：可训练参数占基座的百分之几", solution=_ex2,
+          question="InternLM-7B 预设上，r=16 适配 `q_proj`、`k_proj`、`v_proj`、`o_proj` 时，"
+                   "可训练参数占基座参数的百分之几？")
 def ex2(answer) -> bool:
     """Trainable fraction, in percent, of LoRA r=16 on q_proj, k_proj, v_proj and o_proj at the
     InternLM-7B preset's shapes (adapter parameters / base parameters × 100)."""
@@ -187,7 +209,8 @@ def _ex3() -> int:
     return len(load_tokenizer().encode("负面")) + 1          # answer tokens + <|end|>
 
 
-@exercise("number", "一条负面评论的 SFT 样本里有多少个标签位置不是 IGNORE_INDEX", solution=_ex3)
+@exercise("number", "一条负面评论的 SFT 样本里有多少个标签位置不是 IGNORE_INDEX", solution=_ex3,
+          question="一条负面评论的 SFT 样本里，有多少个标签位置**不是** `IGNORE_INDEX`？")
 def ex3(answer) -> bool:
     """How many label positions are NOT IGNORE_INDEX in the SFT example of a negative
     review (answer 负面) — i.e. how many tokens does the loss learn per example?"""
@@ -205,7 +228,10 @@ def _ex4() -> float:
 
 
 @exercise("number", "InternLM-7B 的 LoRA（r=64，q/k/v/o）训练状态共多少 GiB（混合精度，不含激活）",
-          solution=_ex4)
+          solution=_ex4,
+          question="InternLM-7B 预设上 LoRA（r=64，适配 `q_proj`、`k_proj`、`v_proj`、`o_proj`）"
+                   "的训练状态共多少 GiB（混合精度，不含激活）？用 `memory.training_state_bytes` 算；"
+                   "第 9 节的表（r=8、q/v）可以用来核对你的公式。")
 def ex4(answer) -> bool:
     """Training state of LoRA (r=64 on q_proj, k_proj, v_proj, o_proj) for the InternLM-7B
     preset, mixed precision, in GiB (weights + gradients + master weights + AdamW states; no

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Mismatch, check_number, compare, exercise, run_code_check
+from .common import Mismatch, check_number, compare, exercise, hidden_rng, observe, run_code_check
 
 
 def _solutions():
@@ -20,14 +20,17 @@ def _solutions():
           solution=lambda: _solutions().fold_lora,
           wrong=((lambda: _solutions().wrong_fold_no_scaling, "alpha / r"),
                  (lambda: _solutions().wrong_fold_transposed, "(out, in)"),
-                 (lambda: _solutions().wrong_fold_delta_only, "忘了加上原来的 W")))
+                 (lambda: _solutions().wrong_fold_delta_only, "忘了加上原来的 W")),
+          targets=("course_lib.lora.merge_lora", "course_lib.lora.LoRADense.delta_weight"),
+          question="在第 2 节的脚手架里写 `my_fold_lora(W, A, B, alpha, r)`："
+                   "把 $\\frac{\\alpha}{r}BA$ 折叠进 $W$，返回合并后的权重。")
 def fold_lora(func) -> bool:
     """A plain Dense with weight ``func(W, A, B, alpha, r)`` must compute what
     ``lora.LoRADense`` computes (non-square layers, several ranks, random A and B)."""
     def body():
         from mindspore import Tensor, nn
         from ..lora import LoRADense
-        rng = np.random.default_rng(41)
+        rng = hidden_rng(41)
         for n_in, n_out, r, alpha in ((5, 6, 2, 4.0), (12, 7, 3, 16.0), (8, 8, 8, 8.0)):
             layer = LoRADense(nn.Dense(n_in, n_out), r, alpha)
             for p in (layer.weight, layer.bias, layer.lora_A, layer.lora_B):
@@ -45,10 +48,11 @@ def fold_lora(func) -> bool:
 
 
 def _diagnose_fold(got, want, W, A, B, alpha, r, what) -> None:
+    observe(f"{what}：合并后的权重", got, want, atol=1e-6, rtol=1e-4)
     if got.shape != want.shape:
         raise Mismatch(f"{what}：返回的形状是 {got.shape}，应为 {want.shape}：权重的形状是 (out, in)"
                        "（nn.Dense 计算 x @ W.T），更新是 B @ A，不是 A.T @ B.T。")
-    if np.allclose(got, want, atol=1e-6):
+    if np.allclose(got, want, atol=1e-6, rtol=1e-4):   # compare's tolerance: one observation
         return
     probes = {
         "缺了缩放 alpha / r。": W + B @ A,
@@ -87,7 +91,11 @@ class _TinyTagger:
 @exercise("code", "写 export_for_serving(net, path, batch_size, seq_len)：用 ms.export 导出 MINDIR",
           solution=lambda: _solutions().export_for_serving,
           wrong=((lambda: _solutions().wrong_export_training_mode, "set_train(False)"),
-                 (lambda: _solutions().wrong_export_swapped_shape, "形状")))
+                 (lambda: _solutions().wrong_export_swapped_shape, "形状")),
+          targets=("course_lib.export.export_mindir",),
+          question="在第 3 节“亲手调用 `ms.export`”的脚手架里写 `my_export(net, path, batch_size, seq_len)`："
+                   "把一个“int32 token id (batch, seq) → logits”的网络导出成 `<path>.mindir`——先切到推理模式，"
+                   "示例输入的形状和 dtype 要与服务时送进来的完全一样。")
 def export_for_serving(func) -> bool:
     """The learner's export, loaded back with ``nn.GraphCell(ms.load(...))``, must give the
     live network's (inference-mode) logits for int32 ids of the requested shape."""
@@ -106,26 +114,31 @@ def _check_export(func, path, batch, seq) -> None:
     import mindspore as ms
     from mindspore import Tensor, nn
     net = _TinyTagger.build()
+    ids = Tensor(hidden_rng(batch).integers(0, 50, (batch, seq)).astype(np.int32))
+    net.set_train(False)
+    want = net(ids)                                   # the checker's network, before the learner's code
     net.set_train(True)                               # as it would be right after training
+    what = f"导出的 MINDIR 对 ({batch}, {seq}) int32 输入的输出"
+
+    def fail(message: str):
+        observe(what, None, want, atol=1e-5, rtol=1e-5)
+        return Mismatch(message)
     try:
         func(net, path, batch, seq)
     except Exception as err:                          # noqa: BLE001 - report with the likely cause
-        raise Mismatch(f"导出时出错：{type(err).__name__}: {str(err)[:200]}。dummy 输入要是 "
-                       f"Tensor(np.zeros(({batch}, {seq}), np.int32))，file_format='MINDIR'。") from None
+        raise fail(f"导出时出错：{type(err).__name__}: {str(err)[:200]}。dummy 输入要是 "
+                   f"Tensor(np.zeros(({batch}, {seq}), np.int32))，file_format='MINDIR'。") from None
     files = sorted(p.name for p in path.parent.glob("*.mindir"))
     file = path.with_name(path.name + ".mindir")
     if not file.is_file():
-        raise Mismatch(f"没有找到 {file.name}（目录里有 {files}）：file_name 传 str(path)，"
-                       "ms.export 会自己加上 .mindir。")
-    graph = nn.GraphCell(ms.load(str(file)))
-    ids = Tensor(np.random.default_rng(batch).integers(0, 50, (batch, seq)).astype(np.int32))
-    net.set_train(False)
-    want = net(ids)
+        raise fail(f"没有找到 {file.name}（目录里有 {files}）：file_name 传 str(path)，"
+                   "ms.export 会自己加上 .mindir。")
     try:
-        got = graph(ids)
+        got = nn.GraphCell(ms.load(str(file)))(ids)
     except Exception:                                 # noqa: BLE001
-        raise Mismatch(f"导出的图不接受形状 ({batch}, {seq}) 的 int32 输入：dummy 输入的形状或 dtype 不对，"
-                       "要和服务时送进来的完全一样（batch_size, seq_len），int32。") from None
+        raise fail(f"导出的图不接受形状 ({batch}, {seq}) 的 int32 输入：dummy 输入的形状或 dtype 不对，"
+                   "要和服务时送进来的完全一样（batch_size, seq_len），int32。") from None
+    observe(what, got, want, atol=1e-5, rtol=1e-5)
     if tuple(got.shape) != tuple(want.shape):
         raise Mismatch(f"导出的图输出形状 {tuple(got.shape)}，应为 {tuple(want.shape)}：dummy 输入的形状不对。")
     if not np.allclose(got.asnumpy(), want.asnumpy(), atol=1e-5):
@@ -134,7 +147,8 @@ def _check_export(func, path, batch, seq) -> None:
 
 
 # ====================================================================== number exercises
-@exercise("number", "按 (4, 48) 导出的 MINDIR 给 5 条评论打分时要补几行假数据", solution=lambda: (-(5 * 2)) % 4)
+@exercise("number", "按 (4, 48) 导出的 MINDIR 给 5 条评论打分时要补几行假数据", solution=lambda: (-(5 * 2)) % 4,
+          question="一个 MINDIR 按形状 (4, 48) 导出。`SentimentPipeline` 给 5 条评论打分时要补几行假数据？")
 def ex2(answer) -> bool:
     """A MINDIR graph was exported for input shape (4, 48). How many dummy rows does the
     pipeline add when it scores 5 reviews (each review = 2 candidate rows)?"""
@@ -149,10 +163,15 @@ def _adapter_bytes_r16_all_attention() -> int:
 
 
 @exercise("number", "InternLM-tiny 上 r=16、适配 q/k/v/o 四个投影的 float32 适配器张量共多少字节",
-          solution=_adapter_bytes_r16_all_attention)
+          solution=_adapter_bytes_r16_all_attention,
+          question="如果情感适配器改成 InternLM-tiny 的 `q_proj`、`k_proj`、`v_proj`、`o_proj` 四个投影、"
+                   "r=16，它的 float32 张量一共占多少字节（不含文件头）？第 1 节打印的 zoo 适配器（r=8、"
+                   "每层全部 7 个线性层，157,696 字节）可以用来核对你的公式。")
 def ex3(answer) -> bool:
     """Bytes of the float32 adapter tensors (no file header) of LoRA r=16 on q_proj, k_proj,
     v_proj and o_proj of InternLM-tiny."""
     return check_number(answer, _adapter_bytes_r16_all_attention(), name="ch09.ex3", integer=True, rel=0,
-                        hint="每个被适配的 (out, in) 层存 A (r, in) 和 B (out, r)；数一数层数 × 投影个数，"
-                             "每个 float32 占 4 字节。第 1 节打印的 r=8、q/v 适配器可以用来核对你的公式。")
+                        hint="每个被适配的 (out, in) 层存 A (r, in) 和 B (out, r)，这里 r=16，"
+                             "q/k/v/o 四个投影都是 hidden→hidden；数一数层数 × 4 个投影，"
+                             "每个 float32 占 4 字节。第 1 节打印的适配器（r=8、每层全部 7 个线性层）"
+                             "可以用来核对你的公式。")

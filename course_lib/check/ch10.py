@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..solutions import ch10 as sol
-from .common import Mismatch, check_number, compare, exercise, run_code_check
+from .common import Mismatch, check_number, compare, exercise, hidden_rng, observe, run_code_check
 
 SHARD_CASES = ((12, 4), (7, 2), (10, 3), (5, 4), (3, 1))     # (items, world): hidden inputs
 
@@ -48,7 +48,12 @@ def _shard_bug(got: list, n: int, rank: int, world: int, lengths: set) -> str:
           solution=lambda: sol.ShardedSource,
           wrong=((lambda: sol.wrong_contiguous, "按连续的块切分"),
                  (lambda: sol.wrong_unequal, "各 rank 的条数不同"),
-                 (lambda: sol.wrong_no_shard, "每个 rank 都读了全部数据")))
+                 (lambda: sol.wrong_no_shard, "每个 rank 都读了全部数据")),
+          targets=("course_lib.distributed.train_dp.sharded_dataset",),
+          question="在第 3 节“按 rank 切分一个可随机访问的数据源”的脚手架里写 `MyShardedSource(source, rank, world)`："
+                   "一个可随机访问的数据源（`__len__` + `__getitem__`），各 rank **交错**取、"
+                   "每个 rank 的条数相同（都是 ⌈n / world⌉，超出末尾的下标从头接着数），"
+                   "读到的内容与 `GeneratorDataset(source, num_shards=world, shard_id=rank, shuffle=False)` **完全相同**。")
 def shard_source(cls) -> bool:
     """``cls(source, rank, world)`` must read what GeneratorDataset(num_shards=world,
     shard_id=rank, shuffle=False) reads from ``source``."""
@@ -58,6 +63,7 @@ def shard_source(cls) -> bool:
             for rank in range(world):
                 got = _read(cls, n, rank, world)
                 want = _read(sol.ShardedSource, n, rank, world)
+                observe(f"{n} 条数据、{world} 个 rank 时 rank {rank} 读到的条目", got, want)
                 if got != want:
                     raise Mismatch(f"{n} 条数据、{world} 个 rank 时，rank {rank} 读到 {got}，应为 {want}："
                                    + _shard_bug(got, n, rank, world, lengths))
@@ -66,7 +72,7 @@ def shard_source(cls) -> bool:
 
 
 def _grad_cases():
-    rng = np.random.default_rng(10)
+    rng = hidden_rng(10)
     shapes = [(3, 4), (4,), (2, 2)]
     for world, scale, max_norm in ((2, 1.0, 1.0), (3, 0.05, 1.0), (4, 3.0, 2.0), (2, 0.3, 0.5)):
         yield [[(rng.standard_normal(s) * scale * (1 + r)).astype(np.float32) for s in shapes]
@@ -89,13 +95,19 @@ def _grad_bug(got, grads, max_norm) -> str:
           solution=lambda: sol.average_then_clip,
           wrong=((lambda: sol.wrong_clip_then_average, "先裁剪、后平均"),
                  (lambda: sol.wrong_sum, "和而不是平均"),
-                 (lambda: sol.wrong_per_tensor_clip, "全局范数")))
+                 (lambda: sol.wrong_per_tensor_clip, "全局范数")),
+          targets=("course_lib.distributed.train_dp.DataParallelTrainStep",),
+          question="在第 5 节“每个 rank 实际用来更新的梯度”的脚手架里用 NumPy 写 `my_average_then_clip(rank_grads, max_norm)`："
+                   "`DataParallelTrainStep` 在反向传播之后做的两件事（all-reduce 求平均，"
+                   "再按**全局**范数裁剪）；`rank_grads[r][i]` 是 rank r 上第 i 个参数的梯度，"
+                   "返回每个参数最终用来更新的梯度（一个列表）。")
 def grad_average(func) -> bool:
     """``func(rank_grads, max_norm)``: rank_grads[r][i] is rank r's gradient of parameter i."""
     def body():
         for k, (grads, max_norm) in enumerate(_grad_cases()):
             got = func([[g.copy() for g in gs] for gs in grads], max_norm)
             want = sol.average_then_clip(grads, max_norm)
+            observe(f"第 {k + 1} 组输入返回的梯度个数", None if got is None else len(got), len(want))
             if got is None or len(got) != len(want):
                 raise Mismatch(f"返回了 {0 if got is None else len(got)} 个梯度，应为 {len(want)} 个"
                                "（每个参数一个）。")
@@ -108,7 +120,9 @@ def grad_average(func) -> bool:
 
 
 # --------------------------------------------------------------------------- numbers
-@exercise("number", "8 卡 × micro-batch 4 × 累积 2：一次更新看到多少条序列", solution=lambda: 8 * 4 * 2)
+@exercise("number", "8 卡 × micro-batch 4 × 累积 2：一次更新看到多少条序列", solution=lambda: 8 * 4 * 2,
+          question="8 张卡数据并行，每卡 micro-batch 为 4，每 2 个 micro-batch 累积一次梯度再更新："
+                   "一次参数更新“看到”多少条序列？")
 def ex1(answer) -> bool:
     """8 devices in data parallel, micro-batch 4 per device, gradients accumulated over 2
     micro-batches before each update: how many sequences does one parameter update see?"""
@@ -130,7 +144,9 @@ def _largest_mp() -> int:
     return max(valid)
 
 
-@exercise("number", "Baichuan-13B 可用的、不超过 16 的最大张量并行度", solution=_largest_mp)
+@exercise("number", "Baichuan-13B 可用的、不超过 16 的最大张量并行度", solution=_largest_mp,
+          question="Baichuan-13B 能接受的、不超过 16 的最大张量并行度 `mp` 是多少？（提示："
+                   "`strategies.check_tensor_parallel`）")
 def ex2(answer) -> bool:
     """The largest tensor-parallel size mp <= 16 that Baichuan-13B accepts."""
     return check_number(answer, _largest_mp(), name="ch10.ex2", integer=True,
@@ -145,7 +161,10 @@ def _zero3_devices() -> int:
 
 
 @exercise("number", "ZeRO-3、忽略激活值：放下 Baichuan-13B 训练状态最少要几张 32 GiB 的卡",
-          solution=_zero3_devices)
+          solution=_zero3_devices,
+          question="只看训练状态（第 1 节的每参数 16 字节），**不算激活值**："
+                   "ZeRO-3 把它平均分到 N 张 32 GiB 的卡上（N 可以是任意整数），"
+                   "Baichuan-13B 最少需要几张卡？和第 8 节 `devices_needed` 给出的卡数比一比，差在哪里？")
 def ex3(answer) -> bool:
     """ZeRO-3 splits weights, gradients, master weights and AdamW moments (16 bytes per
     parameter in all) evenly over N devices. IGNORING activations and any other overhead, and

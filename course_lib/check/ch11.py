@@ -18,7 +18,8 @@ import numpy as np
 
 from ..runtime import run_isolated
 from ..solutions import ch11 as sol
-from .common import Mismatch, check_number, close, exercise, run_code_check, verdict
+from .common import (Mismatch, _record, check_number, close, exercise, hidden_rng, observe,
+                     run_code_check, verdict)
 
 STEPS, LR = 3, 0.5
 
@@ -28,7 +29,7 @@ def _tiny_peft_model():
     import torch
     from mindnlp.peft import LoraConfig, get_peft_model
     from mindnlp.transformers import LlamaConfig, LlamaForCausalLM
-    torch.manual_seed(0)
+    torch.manual_seed(int(hidden_rng(110).integers(2**31)))          # the hidden initial weights
     base = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
                                         max_position_embeddings=32, attention_bias=True))
@@ -38,30 +39,47 @@ def _tiny_peft_model():
     return model, params
 
 
-def _run_steps(func, batches):
+def _as_float(value):
+    """The learner's returned loss as a float when it is a number (else as it is)."""
+    try:
+        return float(np.asarray(value.numpy() if hasattr(value, "numpy") else value))
+    except (TypeError, ValueError, AttributeError):
+        return value
+
+
+def _run_steps(func, batches, wants=None):
+    """``func``'s losses and LoRA parameters after each step. With ``wants`` (the reference's
+    (losses, states)) every step's parameters and loss are observed against them."""
     model, params = _tiny_peft_model()
 
     def loss_fn(batch):
         return model(input_ids=batch, labels=batch).loss
     losses, states = [], []
-    for batch in batches:
+    for step, batch in enumerate(batches, 1):
         try:
-            losses.append(func(loss_fn, params, batch, LR))
+            loss = func(loss_fn, params, batch, LR)
         except TypeError as err:
+            if wants is not None:
+                observe(f"第 {step} 步之后的 LoRA 参数", [p.detach().numpy() for p in params],
+                        wants[1][step - 1], atol=1e-6, rtol=1e-4)
             if all(p.grad is None for p in params):
                 raise Mismatch("p.grad 是 None：在 mindnlp 0.5.1 + CPU 上 loss.backward() 不产生梯度（也不报错）；"
                                "用 mindtorch.autograd.value_and_grad(loss_fn, params) 求损失和梯度。") from err
             raise
         states.append([p.detach().numpy().copy() for p in params])
+        losses.append(loss)
+        if wants is not None:
+            observe(f"第 {step} 步之后的 LoRA 参数", states[-1], wants[1][step - 1], atol=1e-6, rtol=1e-4)
+            observe(f"第 {step} 步返回的损失", _as_float(loss), wants[0][step - 1], atol=1e-5, rtol=1e-4)
     return losses, states
 
 
 def _step_body(func):
     import torch
-    rng = np.random.default_rng(11)
+    rng = hidden_rng(11)
     batches = [torch.tensor(rng.integers(0, 64, (2, 6)).astype(np.int64)) for _ in range(STEPS)]
-    got_losses, got_states = _run_steps(func, batches)
     want_losses, want_states = _run_steps(sol.lora_sgd_step, batches)
+    got_losses, got_states = _run_steps(func, batches, (want_losses, want_states))
     start = [p.detach().numpy() for p in _tiny_peft_model()[1]]
     for step, (g, w, gl, wl) in enumerate(zip(got_states, want_states, got_losses, want_losses), 1):
         if not close(gl, wl, rel=1e-4, abs_=1e-5):
@@ -78,18 +96,34 @@ def _step_body(func):
 
 def _check_with_mindnlp(check: str, module: str, qualname: str) -> dict:
     """Fresh-process side (``runtime.run_isolated``): import mindnlp, run checker ``check``
-    on the learner's function, hand back its verdict and what it printed."""
+    on the learner's function, hand back its verdict, what it printed and what it observed."""
+    from ..grade.judge import encode_record
+    from .common import recording
     os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
     import mindnlp  # noqa: F401  -- from here on `import torch` means mindtorch
     func = getattr(importlib.import_module(module), qualname)
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with recording() as found, contextlib.redirect_stdout(printed):
         ok = globals()[check](func)
-    return {"ok": bool(ok), "printed": printed.getvalue()}
+    records = [dict(encode_record(r), provenance=None) for r in found]
+    return {"ok": bool(ok), "printed": printed.getvalue(), "records": records}
+
+
+def _replay(name: str, records: list, lines: list) -> None:
+    """Record here the child's call of checker ``name``: its observations, then its verdict."""
+    from ..grade.judge import decode_record
+    run = next((decode_record(r) for r in records if r.get("exercise") == name), None)
+    if run is None:
+        _record(name, False, lines[-1] if lines else "子进程没有给出结论。")
+        return
+    for o in run.observations:
+        observe(o.what, o.got, o.want, atol=o.atol, rtol=o.rtol)
+    _record(name, run.passed, run.hint, run.attempted)
 
 
 def _in_fresh_process(name: str, func) -> bool:
-    """Run checker ``name`` on ``func`` in a fresh interpreter that imports mindnlp first."""
+    """Run checker ``name`` on ``func`` in a fresh interpreter that imports mindnlp first;
+    its observations and verdict are recorded in this process as if it had run here."""
     module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
     if module in (None, "__main__") or "<" in qualname:
         return verdict(False, "这个练习要在导入了 mindnlp 的内核里运行（第 11 章笔记本）。", name)
@@ -99,16 +133,22 @@ def _in_fresh_process(name: str, func) -> bool:
                               env={"HF_HUB_OFFLINE": "1", "DIFFUSERS_VERBOSITY": "error"})
     except RuntimeError as err:
         print(f"[{name}] ❌ 子进程出错：{str(err)[-800:]}")
+        _record(name, False, f"子进程出错：{str(err)[-800:]}")
         return False
     lines = [l for l in result["printed"].splitlines() if l.startswith(f"[{name}]")]
     print("\n".join(lines) if lines else f"[{name}] ❌ 子进程没有给出结论。")
+    _replay(name, result.get("records", []), lines)
     return result["ok"] and bool(lines)
 
 
 @exercise("code", "写 lora_sgd_step：mindnlp 0.5.1 + CPU 上 LoRA 参数的一步训练（value_and_grad + 手写 SGD）",
           solution=lambda: sol.lora_sgd_step,
           wrong=((lambda: sol.wrong_backward, "loss.backward() 不产生梯度"),
-                 (lambda: sol.wrong_accumulate, "p.grad 设为 None")))
+                 (lambda: sol.wrong_accumulate, "p.grad 设为 None")),
+          targets=("course_lib.solutions.ch11.lora_sgd_step",),
+          question="在第 5 节“mindnlp 上 LoRA 的一步训练”的脚手架里写 `my_lora_sgd_step(loss_fn, params, batch, lr)`："
+                   "用 mindnlp 0.5.1 在 CPU 上能用的写法（`mindtorch.autograd.value_and_grad` + 手写 SGD）"
+                   "对 LoRA 的可训练参数 `params` 做一步训练，返回这一步的损失（`float`）。")
 def lora_sgd_step(func) -> bool:
     """``func(loss_fn, params, batch, lr)`` -> loss; 3 steps on a tiny LoRA Llama vs the reference."""
     if "mindnlp" not in sys.modules:
@@ -127,9 +167,16 @@ def _llama_defaults() -> dict:
 
 
 def _hidden_configs():
+    """Two fixed configurations and one drawn from the hidden inputs."""
     from ..internlm import tiny
+    rng = hidden_rng(111)
+    heads = int(rng.integers(2, 7))
+    drawn = tiny(hidden_size=heads * 8 * int(rng.integers(1, 5)), num_layers=int(rng.integers(1, 6)),
+                 num_heads=heads, intermediate_size=32 * int(rng.integers(2, 12)),
+                 vocab_size=int(rng.integers(100, 2000)), max_seq_len=int(rng.choice([64, 256, 1024])),
+                 rope_base=float(rng.choice([1e4, 5e4, 1e6])), rms_norm_eps=float(rng.choice([1e-5, 1e-6])))
     return (tiny(), tiny(hidden_size=96, num_layers=3, num_heads=6, intermediate_size=256, vocab_size=500,
-                         max_seq_len=128, rope_base=50000.0, rms_norm_eps=1e-5))
+                         max_seq_len=128, rope_base=50000.0, rms_norm_eps=1e-5), drawn)
 
 
 def _kwargs_body(func):
@@ -137,14 +184,17 @@ def _kwargs_body(func):
     defaults = _llama_defaults()
     for config in _hidden_configs():
         got = func(config)
+        observe(f"{config.name}（hidden {config.hidden_size}）的返回值是 dict", isinstance(got, dict), True)
         if not isinstance(got, dict):
             raise Mismatch(f"应返回 dict（LlamaConfig 的关键字参数），得到 {type(got).__name__}。")
         unknown = sorted(set(got) - set(defaults))
+        observe(f"{config.name}（hidden {config.hidden_size}）：LlamaConfig 不认识的参数", [str(k) for k in unknown], [])
         if unknown:
             raise Mismatch(f"LlamaConfig 没有参数 {unknown}，它会把不认识的参数默默收下、模型尺寸却用默认值："
                            "用 Hugging Face 的名字（num_hidden_layers、num_attention_heads、max_position_embeddings…）。")
         effective = {**defaults, **got}
         for key, want in llama_config_kwargs(config).items():
+            observe(f"{config.name}（hidden {config.hidden_size}）的 {key}", effective[key], want)
             if effective[key] != want:
                 why = {"attention_bias": "InternLM-1 的 q/k/v/o 投影带偏置：attention_bias=True（Llama 默认 False）。",
                        "tie_word_embeddings": "课程模型的 lm_head 与词嵌入是两份独立的权重。"}.get(key, "")
@@ -155,7 +205,13 @@ def _kwargs_body(func):
 @exercise("code", "写 llama_kwargs：把课程 InternLM 配置翻译成 LlamaConfig 的参数",
           solution=lambda: sol.llama_kwargs,
           wrong=((lambda: sol.wrong_course_names, "num_hidden_layers"), (lambda: sol.wrong_no_bias, "attention_bias=True"),
-                 (lambda: sol.wrong_tied, "独立的权重")))
+                 (lambda: sol.wrong_tied, "独立的权重")),
+          targets=("course_lib.hf_weights.llama_config_kwargs",),
+          question="在第 2 节“把课程的配置翻译成 `LlamaConfig` 的参数”的脚手架里写 `my_llama_kwargs(config)`："
+                   "返回一个 dict，"
+                   "使 `LlamaConfig(**my_llama_kwargs(config))` 与课程的 InternLM 配置（`course_lib.internlm.tiny()` 返回的 `InternLMConfig`）"
+                   "描述**同一个网络**。第一代 InternLM 与 Llama 的结构有一处不同；"
+                   "Llama 的哪些默认值与课程模型不一样？")
 def llama_kwargs(func) -> bool:
     """``func(config)`` -> kwargs; compared (over LlamaConfig's defaults) with hf_weights.llama_config_kwargs."""
     return run_code_check("ch11.llama_kwargs", "逐项对应：num_layers→num_hidden_layers，num_heads→num_attention_heads"
@@ -170,7 +226,9 @@ def lora_trainable(hidden: int, layers: int, r: int, targets: int) -> int:
 
 
 @exercise("number", "小 Llama（隐藏 128、2 层）q/v 上 r=8 的 LoRA 有多少可训练参数",
-          solution=lambda: lora_trainable(128, 2, 8, 2))
+          solution=lambda: lora_trainable(128, 2, 8, 2),
+          question="对本章的小 Llama（隐藏 128、2 层）在 q_proj 和 v_proj 上加 r=8 的 LoRA，"
+                   "可训练参数有多少？")
 def ex1(answer) -> bool:
     """LoRA r=8 on q_proj and v_proj of the notebook's tiny Llama (hidden 128, 2 layers):
     how many trainable parameters?"""
@@ -183,7 +241,9 @@ def _bias_params(hidden: int = 128, layers: int = 2) -> int:
     return layers * 4 * hidden
 
 
-@exercise("number", "attention_bias=True 给本章的小 Llama 多加了多少个参数", solution=_bias_params)
+@exercise("number", "attention_bias=True 给本章的小 Llama 多加了多少个参数", solution=_bias_params,
+          question="本章的小 Llama（隐藏 128、2 层、4 头、4 个 KV 头）"
+                   "在 `attention_bias=True` 时比 `False` 多多少个参数？")
 def ex2(answer) -> bool:
     """The notebook's tiny Llama (hidden 128, 2 layers, 4 heads, 4 KV heads): how many
     parameters does ``attention_bias=True`` add compared with ``attention_bias=False``?"""
@@ -191,7 +251,8 @@ def ex2(answer) -> bool:
                         hint="每层 q、k、v、o 四个投影各多一个偏置向量，长度等于该投影的输出维度。")
 
 
-@exercise("number", "LoraConfig(r=16, lora_alpha=8) 的缩放系数", solution=lambda: 8 / 16)
+@exercise("number", "LoraConfig(r=16, lora_alpha=8) 的缩放系数", solution=lambda: 8 / 16,
+          question="`LoraConfig(r=16, lora_alpha=8)` 时，`B·A·x` 在加到原输出之前乘以多少？")
 def ex3(answer) -> bool:
     """``LoraConfig(r=16, lora_alpha=8)``: by what factor is B·A·x scaled before it is added?"""
     return check_number(answer, 8 / 16, name="ch11.ex3", rel=1e-9,

@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from ..solutions import ch13 as sol
-from .common import Mismatch, _to_numpy, check_number, compare, exercise, run_code_check, verdict
+from .common import (Mismatch, _to_numpy, check_number, compare, exercise, hidden_rng, observe,
+                     run_code_check, verdict)
 
 BLOCK_SIZES = ((8, 20), (6, 6))                 # (hidden, inner): one square inner layer
 
@@ -44,11 +45,14 @@ def _load(cell, ms_state: dict) -> None:
     params = dict(cell.parameters_and_names())
     alt = {k.replace(".gamma", ".weight").replace(".beta", ".bias"): v for k, v in ms_state.items()}
     want = ms_state if set(params) != set(alt) else alt           # accept mint.nn.LayerNorm names
+    missing, extra = sorted(set(want) - set(params)), sorted(set(params) - set(want))
+    observe("缺少的参数", missing, [])
+    observe("多出的参数", extra, [])
     if set(params) != set(want):
-        missing, extra = sorted(set(want) - set(params)), sorted(set(params) - set(want))
         raise Mismatch(f"参数名不一致：缺少 {missing}，多出 {extra}。子模块的属性名要与 PyTorch 相同"
                        "（norm、fc1、fc2），nn.LayerNorm 的参数叫 gamma/beta。")
     for name, value in want.items():
+        observe(f"参数 {name} 的形状", list(params[name].shape), list(value.shape))
         if tuple(params[name].shape) != value.shape:
             raise Mismatch(f"参数 {name} 的形状是 {tuple(params[name].shape)}，应为 {value.shape}："
                            "nn.Dense(in_channels, out_channels) 的权重与 torch.nn.Linear 一样是 (out, in)。")
@@ -72,7 +76,7 @@ def _torch_variants(tb, x):
 def _block_case(cls, hidden, inner, rng):
     import mindspore as ms
     import torch
-    torch.manual_seed(hidden)
+    torch.manual_seed(int(hidden_rng(130 + hidden).integers(2**31)))    # the hidden weights
     tb = torch_block()(hidden, inner).eval()
     with torch.no_grad():
         for p in tb.parameters():                   # non-trivial norm weights/biases
@@ -100,20 +104,30 @@ def _check_grads(tb, cell, x):
     grads = ms.value_and_grad(lambda v: (cell(v) ** 2).sum(), None, weights)(ms.Tensor(x))[1]
     torch_grads = sol.convert_state_dict({k: p.grad.numpy() for k, p in tb.named_parameters()},
                                          {"norm": "LayerNorm", "fc1": "Linear", "fc2": "Linear"})
+    by_key = {}                       # by the torch-side name: the order parameters were registered in may differ
     for p, g in zip(weights, grads):
         key = p.name if p.name in torch_grads else p.name.replace(".weight", ".gamma").replace(".bias", ".beta")
-        compare(g, torch_grads[key], f"参数 {p.name} 的梯度", atol=1e-4, rtol=1e-3,
+        by_key[key] = (p.name, g)
+    observe("有梯度的参数", sorted(by_key), sorted(torch_grads))
+    for key in sorted(by_key):
+        name, g = by_key[key]
+        compare(g, torch_grads[key], f"参数 {name} 的梯度", atol=1e-4, rtol=1e-3,
                 bug="前向一致但梯度不同：是否用了 stop_gradient，或在 construct 里改了参数？")
 
 
 @exercise("code", "把 PyTorch 的 FeedForwardBlock 翻译成 nn.Cell：拷贝同一份权重后输出与梯度都与 PyTorch 相同",
           solution=lambda: sol.FeedForwardBlock,
           wrong=((lambda: sol.wrong_default_eps, "epsilon"), (lambda: sol.wrong_tanh_gelu, "tanh 近似"),
-                 (lambda: sol.wrong_no_residual, "残差")))
+                 (lambda: sol.wrong_no_residual, "残差")),
+          targets=("course_lib.solutions.ch13.FeedForwardBlock",),
+          question="在第 1 节“把一个 PyTorch 模块翻译成 `nn.Cell`”的脚手架里写 `MyFeedForwardBlock(hidden, inner)`："
+                   "把那里的 PyTorch 模块（pre-LN 残差前馈块）翻译成 `nn.Cell`，"
+                   "子模块的属性名与 PyTorch 相同（`norm`、`fc1`、`fc2`）；拷进**同一份权重**后，"
+                   "输出和梯度都要与 PyTorch 相同。")
 def translate_block(cls) -> bool:
     """``cls(hidden, inner)``: a Cell with attributes norm, fc1, fc2, run next to real PyTorch."""
     def body():
-        rng = np.random.default_rng(13)
+        rng = hidden_rng(13)
         for hidden, inner in BLOCK_SIZES:
             tb, cell, x = _block_case(cls, hidden, inner, rng)
         _check_grads(tb, cell, x)
@@ -138,15 +152,24 @@ def _gpt_like_state(rng):
 @exercise("code", "写 convert_state_dict：PyTorch state_dict 的键名/数组 → MindSpore 参数名/数组",
           solution=lambda: sol.convert_state_dict,
           wrong=((lambda: sol.wrong_rename_all, "Linear"), (lambda: sol.wrong_transpose_linear, "转置"),
-                 (lambda: sol.wrong_forgets_embedding, "embedding_table")))
+                 (lambda: sol.wrong_forgets_embedding, "embedding_table")),
+          targets=("course_lib.migration.mapping.torch_state_to_mindspore",
+                   "course_lib.migration.mapping.builtin_param_name"),
+          question="在第 2 节“state_dict 的键名 → MindSpore 的参数名”的脚手架里写 `my_convert_state_dict(state, module_types)`："
+                   "`state` 是 PyTorch 的 state_dict（键名 → NumPy 数组），"
+                   "`module_types` 告诉你每个模块路径是哪种 torch 模块；"
+                   "返回 MindSpore 参数名 → float32 数组。哪些内置层在 MindSpore 里改了参数名？"
+                   "权重的布局要不要变？")
 def convert_state_dict(func) -> bool:
     """``func(state, module_types)`` -> {MindSpore name: array}, compared key by key."""
     def body():
-        state, types = _gpt_like_state(np.random.default_rng(31))
+        state, types = _gpt_like_state(hidden_rng(31))
         got = func({k: v.copy() for k, v in state.items()}, dict(types))
         want = sol.convert_state_dict(state, types)
+        observe("返回值是 dict", isinstance(got, dict), True)
         if not isinstance(got, dict):
             raise Mismatch(f"应返回 dict（MindSpore 参数名 → 数组），得到 {type(got).__name__}。")
+        observe("缺少的参数名", [k for k in want if k not in got], [])
         for key in want:
             if key not in got:
                 owner = key.rpartition(".")[0]
@@ -157,6 +180,7 @@ def convert_state_dict(func) -> bool:
                        "Linear": "Linear → Dense 不改名：weight/bias 保持原样。"}.get(kind, "")
                 raise Mismatch(f"缺少 {key}（{owner} 是 {kind}，你给出的是 {wrong}）：{why}")
         extra = sorted(set(got) - set(want))
+        observe("多出的参数名", [str(k) for k in extra], [])
         if extra:
             raise Mismatch(f"多出了 {extra}：每个 torch 张量只对应一个 MindSpore 参数。")
         for key, value in want.items():
@@ -181,7 +205,10 @@ def _layernorm_ratio(variance: float = 1e-5) -> float:
 
 
 @exercise("number", "方差 1e-5 的一行：默认 epsilon 的 MindSpore LayerNorm / PyTorch LayerNorm 的输出之比",
-          solution=_layernorm_ratio)
+          solution=_layernorm_ratio,
+          question="一行均值为 0、方差为 1e-5 的隐藏状态，分别经过 `torch.nn.LayerNorm(h)`（默认 eps）"
+                   "和照抄构造函数的 `nn.LayerNorm((h,))`（MindSpore 默认 epsilon）。"
+                   "MindSpore 的输出是 PyTorch 的多少倍？（先从两个框架的函数签名读出默认值，再推导。）")
 def ex1(answer) -> bool:
     """A zero-mean row with variance 1e-5 goes through torch.nn.LayerNorm(h) (default eps) and
     through a translation that copied the call, nn.LayerNorm((h,)) (MindSpore's default
@@ -196,9 +223,14 @@ def _ex2_answer() -> str:
     return "encoder.norm." + builtin_param_name("LayerNorm", "weight")
 
 
-@exercise("number", "torch LayerNorm 参数 encoder.norm.weight 在 MindSpore 里的名字", solution=_ex2_answer)
+@exercise("number", "torch LayerNorm 参数 encoder.norm.weight 在 MindSpore 里的名字", solution=_ex2_answer,
+          question="（热身题，答案在第 1 节的对照表里）"
+                   "PyTorch 中某个 `nn.LayerNorm` 的参数名是 `encoder.norm.weight`，"
+                   "它在 MindSpore 里叫什么（一个字符串）？把这条规则推广到整个 state_dict，"
+                   "就是第 2 节的代码练习 `convert_state_dict`。")
 def ex2(answer) -> bool:
     """MindSpore name of the PyTorch parameter ``encoder.norm.weight`` of an ``nn.LayerNorm``."""
+    observe("答案", answer.strip() if isinstance(answer, str) else answer, _ex2_answer())
     ok = isinstance(answer, str) and answer.strip() == _ex2_answer()
     return verdict(ok, "LayerNorm 的 weight/bias 在 MindSpore 里叫什么？前缀保持不变。", "ch13.ex2")
 
@@ -214,7 +246,10 @@ def adamw_first_step(p0: float = 1.0, grad: float = 0.5, lr: float = 1e-3,
     return float(p.asnumpy()[0])
 
 
-@exercise("number", "p0=1、g=0.5 时 torch AdamW 一步之后的 p", solution=adamw_first_step)
+@exercise("number", "p0=1、g=0.5 时 torch AdamW 一步之后的 p", solution=adamw_first_step,
+          question="参数 `p0 = 1.0`、梯度 `g = 0.5`，"
+                   "用 `torch.optim.AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)` 更新**一步**后 `p` 是多少？"
+                   "（先手算，再用对照表里验证过的 MindSpore 优化器算一遍。）")
 def ex3(answer) -> bool:
     """Value of p after ONE torch.optim.AdamW step: p0=1.0, grad=0.5, lr=1e-3,
     betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..solutions import ch14 as sol
-from .common import Mismatch, _to_numpy, check_number, compare, exercise, run_code_check
+from .common import (Mismatch, _to_numpy, check_number, compare, exercise, hidden_rng, observe,
+                     run_code_check)
 
 STREAM = (12, 20, 12, 33, 20, 8)     # sequence lengths of a stream of batches
 BUCKETS = (16, 32, 64)
@@ -36,15 +37,22 @@ def _bucket_bug(got_i, got_l, want_i, want_l, inputs, pad_id) -> str:
 @exercise("code", "写 pad_to_bucket：把变长批次右补齐到最小的桶，让编译次数不超过桶数",
           solution=lambda: sol.pad_to_bucket,
           wrong=((lambda: sol.wrong_left_pad, "左边"), (lambda: sol.wrong_label_pad_id, "-100"),
-                 (lambda: sol.wrong_strict_bucket, "桶 >= 长度")))
+                 (lambda: sol.wrong_strict_bucket, "桶 >= 长度")),
+          targets=("course_lib.migration.compile_stats.bucket_length",
+                   "course_lib.migration.compile_stats.pad_batch"),
+          question="在第 2 节“分桶填充”的脚手架里写 `my_pad_to_bucket(inputs, labels, buckets, pad_id=0)`："
+                   "`inputs`、`labels` 是 (B, T) 的整数数组，把这一批填充到**能装下它的最小的桶**，"
+                   "返回填充后的 `(inputs, labels)`；填充在哪一边、`labels` 的填充位置填什么，"
+                   "才能让因果语言模型的损失不变？比最大的桶还长时，抛出 `ValueError` 并说明怎么办。")
 def pad_to_bucket(func) -> bool:
     """``func(inputs, labels, buckets, pad_id)`` -> (inputs, labels) padded to a bucket."""
     def body():
-        rng, widths = np.random.default_rng(14), set()
+        rng, widths, want_widths = hidden_rng(14), set(), set()
         for k, t in enumerate(HIDDEN_LENGTHS):
             inputs, labels = _lm_batch(rng, 1 + k % 3, t)
             pad_id = 0 if k % 2 else 1
             got = func(inputs.copy(), labels.copy(), HIDDEN_BUCKETS, pad_id)
+            observe(f"长度 {t} 时返回值的项数", len(got) if isinstance(got, (tuple, list)) else None, 2)
             if not isinstance(got, (tuple, list)) or len(got) != 2:
                 raise Mismatch("应返回 (inputs, labels) 两项。")
             gi, gl = (_to_numpy(x) for x in got)
@@ -54,12 +62,16 @@ def pad_to_bucket(func) -> bool:
             compare(gi, wi, f"{what}补齐后的 inputs", atol=0, rtol=0, bug=bug)
             compare(gl, wl, f"{what}补齐后的 labels", atol=0, rtol=0, bug=bug)
             widths.add(gi.shape[1])
+            want_widths.add(wi.shape[1])
+        observe("补齐后出现的长度种数", len(widths), len(want_widths))
         if len(widths) > len(HIDDEN_BUCKETS):
             raise Mismatch(f"出现了 {len(widths)} 种长度，多于桶数 {len(HIDDEN_BUCKETS)}。")
         try:
             func(*_lm_batch(rng, 2, max(HIDDEN_BUCKETS) + 3), HIDDEN_BUCKETS, 0)
         except ValueError:
+            observe("超过最大的桶时抛出 ValueError", True, True)
             return
+        observe("超过最大的桶时抛出 ValueError", False, True)
         raise Mismatch(f"长度 {max(HIDDEN_BUCKETS) + 3} 超过了最大的桶，却没有报错：应抛出 ValueError，"
                        "并说明“加一个更大的桶或截断”。")
     return run_code_check("ch14.pad_to_bucket", "最小的 桶 >= T；右补齐；labels 补 -100；"
@@ -67,7 +79,7 @@ def pad_to_bucket(func) -> bool:
 
 
 def _dynamic_case():
-    rng = np.random.default_rng(4)
+    rng = hidden_rng(4)
     hidden = rng.standard_normal((2, 5, 8)).astype(np.float16)
     ids = rng.integers(0, 50, (2, 5)).astype(np.int32)
     return [hidden, ids], (1,)
@@ -94,7 +106,13 @@ def _compiles_once(placeholders) -> int:
 @exercise("code", "写 dynamic_inputs：为 cell.set_inputs 生成占位 Tensor（可变维度写 None，dtype 与输入一致）",
           solution=lambda: sol.dynamic_inputs,
           wrong=((lambda: sol.wrong_fixed_shape, "None"), (lambda: sol.wrong_float32, "dtype"),
-                 (lambda: sol.wrong_batch_axis, "第 1 维")))
+                 (lambda: sol.wrong_batch_axis, "第 1 维")),
+          targets=("course_lib.solutions.ch14.dynamic_inputs",),
+          question="在第 2 节“为 `set_inputs` 生成占位符”的脚手架里写 `my_dynamic_inputs(examples, dynamic_axes)`："
+                   "`examples` 是一组样例输入（NumPy 数组），"
+                   "`dynamic_axes` 是会变化的维度（例如 `(1,)` 表示长度会变）；"
+                   "为每个输入返回一个占位 `Tensor(shape=..., dtype=...)`，"
+                   "可以直接 `cell.set_inputs(*占位符)`。")
 def dynamic_inputs(func) -> bool:
     """``func(examples, dynamic_axes)`` -> list of placeholders; then a Probe Cell compiles once."""
     from mindspore import Tensor
@@ -103,20 +121,25 @@ def dynamic_inputs(func) -> bool:
         examples, axes = _dynamic_case()
         got = func([x.copy() for x in examples], axes)
         want = sol.dynamic_inputs(examples, axes)
+        observe("占位符的个数", None if got is None else len(got), len(want))
         if got is None or len(got) != len(want):
             raise Mismatch(f"应为每个输入各返回一个占位 Tensor，共 {len(want)} 个。")
         for i, (g, w) in enumerate(zip(got, want)):
+            observe(f"第 {i} 个占位符是 Tensor", isinstance(g, Tensor), True)
             if not isinstance(g, Tensor):
                 raise Mismatch(f"第 {i} 个占位符是 {type(g).__name__}：应是 Tensor(shape=[...], dtype=...)。")
+            observe(f"第 {i} 个占位符的 dtype", str(g.dtype), str(w.dtype))
             if g.dtype != w.dtype:
                 raise Mismatch(f"第 {i} 个占位符的 dtype 是 {g.dtype}，真实输入是 {w.dtype}：dtype 与真实输入不一致，"
                                "set_inputs 会拒绝这次调用。")
+            observe(f"第 {i} 个占位符的形状（-1 即 None）", list(g.shape), list(w.shape))
             if tuple(g.shape) != tuple(w.shape):
                 dyn = [a for a, n in enumerate(g.shape) if n == -1]
                 hint = ("没有任何一维写成 None：每个新长度都会再编译一次。" if not dyn else
                         f"写成 None 的是第 {dyn} 维，应是第 1 维（长度）；其余维度写具体大小。")
                 raise Mismatch(f"第 {i} 个占位符的形状是 {tuple(g.shape)}，应为 {tuple(w.shape)}（-1 即 None）：{hint}")
         n = _compiles_once(got)
+        observe("长度 3、5、7 的三次调用的编译次数", n, 1)
         if n != 1:
             raise Mismatch(f"长度 3、5、7 的三次调用编译了 {n} 次，应只编译 1 次。")
     return run_code_check("ch14.dynamic_inputs", "逐个输入：shape 取样例的形状，dynamic_axes 里的维度换成 None；"
@@ -124,7 +147,8 @@ def dynamic_inputs(func) -> bool:
 
 
 # --------------------------------------------------------------------------- numbers
-@exercise("number", "静态形状下，长度流 (12, 20, 12, 33, 20, 8) 编译几张图", solution=lambda: len(set(STREAM)))
+@exercise("number", "静态形状下，长度流 (12, 20, 12, 33, 20, 8) 编译几张图", solution=lambda: len(set(STREAM)),
+          question="一串批次的长度依次是 `(12, 20, 12, 33, 20, 8)`。GRAPH_MODE、静态形状：一共编译几张图？")
 def ex1(answer) -> bool:
     """GRAPH mode, static shapes: how many graphs does the stream STREAM compile?"""
     return check_number(answer, len(set(STREAM)), name="ch14.ex1", integer=True,
@@ -136,7 +160,9 @@ def _bucketed() -> int:
     return len({bucket_length(n, BUCKETS) for n in STREAM})
 
 
-@exercise("number", "分桶 (16, 32, 64) 后同一长度流编译几张图", solution=_bucketed)
+@exercise("number", "分桶 (16, 32, 64) 后同一长度流编译几张图", solution=_bucketed,
+          question="同一串批次（长度依次是 `(12, 20, 12, 33, 20, 8)`），分桶填充，桶为 `(16, 32, 64)`："
+                   "一共编译几张图？")
 def ex2(answer) -> bool:
     """Bucketed padding with BUCKETS: how many graphs for the same stream?"""
     return check_number(answer, _bucketed(), name="ch14.ex2", integer=True,
@@ -149,13 +175,19 @@ def _ex3_answer():
     return Tensor(shape=[1, None, 64], dtype=ms.float16)
 
 
-@exercise("number", "set_inputs 的占位符：float16 的 (1, seq_len, 64)，只有 seq_len 可变", solution=_ex3_answer)
+@exercise("number", "set_inputs 的占位符：float16 的 (1, seq_len, 64)，只有 seq_len 可变", solution=_ex3_answer,
+          question="写出 `set_inputs` 的参数：float16 的隐藏状态，形状 (1, seq_len, 64)，"
+                   "**只有** seq_len 可变（batch 固定为 1、宽度固定为 64）。"
+                   "答案写成 `Tensor(shape=[...], dtype=...)`。")
 def ex3(answer) -> bool:
     """The argument of ``cell.set_inputs`` for float16 hidden states of shape (1, seq_len, 64)
     where ONLY seq_len varies (batch stays 1, width stays 64)."""
     import mindspore as ms
     from mindspore import Tensor
     from .common import verdict
+    observe("答案的 dtype 与形状（-1 即 None）",
+            [str(answer.dtype), list(answer.shape)] if isinstance(answer, Tensor) else answer,
+            [str(ms.float16), [1, -1, 64]])
     ok = (isinstance(answer, Tensor) and answer.dtype == ms.float16
           and tuple(answer.shape) == (1, -1, 64))
     return verdict(ok, "只有会变的那一维写 None，不变的维度写具体数字；dtype 要与真实输入一致。", "ch14.ex3")

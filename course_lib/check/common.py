@@ -12,8 +12,10 @@ Two kinds of exercise (both registered with :func:`exercise`):
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -22,22 +24,42 @@ import numpy as np
 
 
 # --------------------------------------------------------------------------- recording
+# A checker call is one *run*: what the learner's code produced, as data (observations), and
+# the verdict the checker printed. ``course_lib.grade`` collects runs in the learner's process
+# and judges them in its own, against a run of the reference solution (grade/judge.py): the
+# verdict printed in the learner's process is never trusted there.
+@dataclass(frozen=True)
+class Observation:
+    """One value the learner's code produced, and what it must equal.
+
+    ``want`` is the library's value it was compared with (None: judged against the value the
+    reference solution produces at the same point); ``atol``/``rtol`` the tolerance."""
+    what: str
+    got: Any
+    want: Any = None
+    atol: float = 0.0
+    rtol: float = 0.0
+
+
 @dataclass(frozen=True)
 class Recorded:
-    """One verdict as data: what :func:`verdict` printed (``course_lib.grade`` collects these)."""
+    """One checker call as data: its printed verdict, and what it observed on the way."""
     exercise: str                      # "ch06.rms_norm"
     passed: bool
     hint: str = ""                     # the printed hint (the first mismatch) when not passed
     attempted: bool = True             # False: the scaffold still raised NotImplementedError
+    observations: tuple = ()           # Observation, in the order the checker made them
+    provenance: Any = None             # code exercises: where the learner's object was defined
 
 
 _RECORDERS: list[list] = []
+_OPEN: list[dict] = []                 # the checker calls under way: {"name", "obs", "provenance"}
 
 
 @contextmanager
 def recording():
-    """Collect every verdict given inside the block: ``with recording() as got: ...`` leaves a
-    list of :class:`Recorded` in ``got`` (the checkers still print as usual)."""
+    """Collect every checker call made inside the block: ``with recording() as got: ...``
+    leaves a list of :class:`Recorded` in ``got`` (the checkers still print as usual)."""
     found: list[Recorded] = []
     _RECORDERS.append(found)
     try:
@@ -46,9 +68,90 @@ def recording():
         _RECORDERS.remove(found)
 
 
+def observe(what: str, got, want=None, *, atol: float = 0.0, rtol: float = 0.0) -> None:
+    """Note a value the learner's code produced (and the library's value it must equal) in
+    the checker call under way, for the grader to judge outside the learner's process.
+    Checkers call it for every learner-derived value a verdict depends on (``compare`` and
+    ``check_number`` do it themselves). Free when nothing is recording."""
+    if _RECORDERS and _OPEN:
+        _OPEN[-1]["obs"].append(Observation(str(what), plain(got),
+                                            None if want is None else plain(want),
+                                            float(atol), float(rtol)))
+
+
+def plain(value):
+    """A learner's value as plain data: NumPy arrays, numbers, strings, None and lists of
+    them (Tensors become arrays, dicts sorted ``[key, value]`` pairs, other objects their
+    type name)."""
+    if hasattr(value, "asnumpy"):
+        try:
+            return np.array(value.asnumpy())
+        except Exception:                               # noqa: BLE001 - a broken Tensor
+            return f"<{type(value).__name__}>"
+    if isinstance(value, np.ndarray):
+        return np.array(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        try:
+            return [[str(k), plain(v)] for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
+        except Exception:                               # noqa: BLE001
+            return f"<{type(value).__name__}>"
+    return f"<{type(value).__name__}>"
+
+
+def provenance(obj) -> dict:
+    """Where a learner's object was defined: its module and qualified name, the files its
+    functions' code came from, and the classes it derives from (the grader flags an object
+    taken or derived from the course library as borrowed)."""
+    def where(o):
+        code = getattr(o, "__code__", None)
+        return {"module": str(getattr(o, "__module__", "") or ""),
+                "name": str(getattr(o, "__qualname__", type(o).__name__)),
+                "file": str(code.co_filename) if code is not None else ""}
+    target = obj if (inspect.isclass(obj) or callable(obj)) else type(obj)
+    info = where(inspect.unwrap(target) if inspect.isfunction(target) else target)
+    info["bases"] = [where(c) for c in getattr(target, "__mro__", ())[1:]
+                     if c.__module__.split(".")[0] == "course_lib"]
+    info["methods"] = sorted({str(f.__code__.co_filename) for f in vars(target).values()
+                              if inspect.isfunction(f)}) if inspect.isclass(target) else []
+    return info
+
+
 def _record(name: str, passed: bool, hint: str, attempted: bool = True) -> None:
+    run = next((r for r in reversed(_OPEN) if r["name"] == name), None)
+    obs, prov = (tuple(run["obs"]), run["provenance"]) if run else ((), None)
     for found in _RECORDERS:
-        found.append(Recorded(name, bool(passed), "" if passed else hint, attempted))
+        found.append(Recorded(name, bool(passed), "" if passed else hint, attempted, obs, prov))
+
+
+class Verdict:
+    """What a checker returns: true or false like a bool, but nothing as a cell's value in
+    Jupyter (the printed ✅/❌ line is the verdict; a bare ``False`` under every scaffold
+    would read like a second, contradicting one)."""
+    __slots__ = ("ok",)
+
+    def __init__(self, ok):
+        self.ok = bool(ok)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __eq__(self, other):
+        return self.ok == bool(other) if isinstance(other, (bool, Verdict)) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.ok)
+
+    def __repr__(self) -> str:
+        return repr(self.ok)
+
+    def _ipython_display_(self) -> None:
+        """Shown as nothing: see the class docstring."""
 
 
 def verdict(ok: bool, hint: str = "", name: str = "") -> bool:
@@ -56,6 +159,15 @@ def verdict(ok: bool, hint: str = "", name: str = "") -> bool:
     print(f"{label}✅ 正确！" if ok else f"{label}❌ 还不对。提示：{hint}")
     _record(name, ok, hint)
     return bool(ok)
+
+
+def hidden_rng(seed: int) -> np.random.Generator:
+    """The random generator of a checker's hidden inputs. In a notebook it is
+    ``default_rng(seed)``; the grader sets ``COURSE_CHECK_SALT`` for a grading session, so the
+    hidden inputs there are new ones no learner has seen (the same in the learner's process
+    and in the reference run)."""
+    salt = os.environ.get("COURSE_CHECK_SALT", "")
+    return np.random.default_rng([seed, int(salt)] if salt.isdigit() else seed)
 
 
 def close(a, b, rel: float = 1e-6, abs_: float = 0.0) -> bool:
@@ -126,6 +238,8 @@ def as_numbers(answer, integer: bool = False) -> list:
 def check_number(answer, expected, *, name: str, hint: str, rel: float = 1e-6,
                  abs_: float = 0.0, integer: bool = False) -> bool:
     """Verdict for a number (or, if ``expected`` is a sequence, a sequence of numbers). Never raises."""
+    observe("答案", answer, list(expected) if isinstance(expected, tuple) else expected,
+            atol=abs_, rtol=rel)
     try:
         if isinstance(expected, (list, tuple)):
             got = as_numbers(answer, integer=integer)
@@ -189,6 +303,7 @@ def _flush_pending_errors() -> None:
 
 def compare(got, want, what: str, *, atol: float = 1e-5, rtol: float = 1e-4, bug: str = "") -> None:
     """Raise :class:`Mismatch` unless arrays/Tensors ``got`` and ``want`` agree (shape, then values)."""
+    observe(what, got, want, atol=atol, rtol=rtol)
     g, w = _to_numpy(got), _to_numpy(want)
     if g.shape != w.shape:
         raise Mismatch(f"{what} 的形状是 {tuple(g.shape)}，应为 {tuple(w.shape)}。{bug}")
@@ -200,6 +315,12 @@ def compare(got, want, what: str, *, atol: float = 1e-5, rtol: float = 1e-4, bug
 
 
 # --------------------------------------------------------------------------- registry
+# Each exercise is declared once, here: its id, kind, the question as the learner reads it and
+# the notebook cell it is answered in. The chapter's 练习 list (tools/exercise_lists.py), the
+# grader's cell table (grade/notebooks.py EXERCISE_CELLS) and the counts in tests derive from it.
+NUMBER_CELL = "answers"                # the cell key all number exercises of a chapter share
+
+
 @dataclass(frozen=True)
 class Exercise:
     name: str                          # "ch06.rms_norm"
@@ -208,20 +329,49 @@ class Exercise:
     checker: Callable[[Any], bool]
     solution: Callable[[], Any] | None = None   # code: builds the reference object; number: the answer
     wrong: tuple = field(default_factory=tuple)  # code: ((factory, hint fragment the verdict must show), ...)
+    targets: tuple = field(default_factory=tuple)  # code: dotted names of the library objects it asks for
+    question: str = ""                 # the question as the learner reads it in the 练习 list (Markdown)
+    cell: str = ""                     # exercises answered in one notebook cell share this key
+
+    @property
+    def chapter(self) -> str:
+        """The notebook's number: "06" for ``ch06.rms_norm``."""
+        return self.name[2:4]
 
 
 EXERCISES: dict[str, Exercise] = {}
 
 
-def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wrong=()):
-    """Register a checker: ``@exercise("code", "写一个 RMSNorm Cell", solution=..., wrong=(...))``."""
+def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wrong=(),
+             targets=(), *, question: str, cell: str | None = None):
+    """Register a checker: ``@exercise("code", "写一个 RMSNorm Cell", solution=..., wrong=(...),
+    targets=("course_lib.layers.RMSNorm",), question="...")``. ``targets``: the library objects
+    the exercise asks the learner to write (a graded cell that imports or uses one is
+    "borrowed"). ``question``: the full question of the chapter's 练习 list, Markdown, without
+    the checker call (tools/exercise_lists.py appends it). ``cell``: exercises answered in one
+    notebook cell share a key; by default a code exercise has its own cell and the number
+    exercises of a chapter share :data:`NUMBER_CELL`."""
     if kind not in ("code", "number"):
         raise ValueError(f"kind must be 'code' or 'number', not {kind!r}")
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError(f"exercise {task!r}: question= (the learner's question) is required")
 
     def register(func):
         name = f"{func.__module__.rsplit('.', 1)[-1]}.{func.__name__}"
-        EXERCISES[name] = Exercise(name, kind, task, func, solution, tuple(wrong))
-        return func
+
+        @functools.wraps(func)
+        def checker(answer, *args, **kwargs):
+            run = {"name": name, "obs": [],
+                   "provenance": provenance(answer) if kind == "code" and _RECORDERS else None}
+            _OPEN.append(run)
+            try:
+                return Verdict(func(answer, *args, **kwargs))
+            finally:
+                _OPEN.remove(run)
+        key = cell or (func.__name__ if kind == "code" else NUMBER_CELL)
+        EXERCISES[name] = Exercise(name, kind, task, checker, solution, tuple(wrong), tuple(targets),
+                                   question.strip(), key)
+        return checker
     return register
 
 
