@@ -1,7 +1,7 @@
 """Train-step throughput: the course's Baichuan twin in MindSpore GRAPH mode vs the identical
 architecture written in PyTorch (eager), same config, batch, sequence length, same weights.
 
-    .venv/bin/python benchmarks/bench_baichuan_vs_torch.py            # the three sizes of issue 11
+    .venv/bin/python benchmarks/bench_baichuan_vs_torch.py            # the three sizes of RESULTS.md's train-step table
     .venv/bin/python benchmarks/bench_baichuan_vs_torch.py --sizes small
     .venv/bin/python benchmarks/bench_baichuan_vs_torch.py --hidden 384 --layers 3 --heads 6 --seq 96
 
@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from torch_baichuan import TorchBaichuan  # noqa: E402  (the one torch reference, shared with tests)
 
 
-SIZES = {   # the three rows of issue 11's table: (hidden, layers, heads, batch, seq)
+SIZES = {   # the three rows of RESULTS.md's train-step table: (hidden, layers, heads, batch, seq)
     "small": (128, 2, 4, 8, 64),
     "medium": (256, 4, 8, 8, 128),
     "large": (512, 4, 8, 8, 256),

@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/bench_first_call.py
 
-Issue 11 asks for <= 2 s. Both notebook sizes of the Baichuan tiny twin (CI and full scale),
+The course aims at <= 2 s. Both notebook sizes of the Baichuan tiny twin (CI and full scale),
 two presses each (the second one reuses the compiled engine). Load average before and after.
 """
 import os

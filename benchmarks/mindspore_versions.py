@@ -1,4 +1,4 @@
-"""Measure the course on several MindSpore releases, each in its own scratch venv (issue 22).
+"""Measure the course on several MindSpore releases, each in its own scratch venv.
 
     python benchmarks/mindspore_versions.py setup 2.10.0 2.8.0 ...   # venv + course lock
     python benchmarks/mindspore_versions.py probe [VERSION...]       # import, jit, actor cliff
@@ -396,7 +396,7 @@ def write_summary(root: Path, versions=None) -> None:
     """Rewrite <root>/summary.md from the JSON files of every version measured so far."""
     found = sorted((p.name for p in root.iterdir() if (p / "setup.json").exists()
                     or (p / "probe.json").exists()), key=lambda v: [int(x) for x in v.split(".")])
-    lines = ["# MindSpore versions (issue 22), written by benchmarks/mindspore_versions.py", "",
+    lines = ["# MindSpore versions, written by benchmarks/mindspore_versions.py", "",
              "Updated %s UTC. 'loaded' = load average > 1.0 on the 2-core machine at the start or "
              "end of that measurement." % time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "",
              HEADER, "|" + "---|" * 8]

@@ -1,4 +1,4 @@
-"""Why the decode step's KV-cache write still copies the whole cache (issue 22): kernel
+"""Why the decode step's KV-cache write still copies the whole cache: kernel
 times of the ways MindSpore 2.7 can write one slot of a (B, H, slots, d) cache on CPU.
 
     .venv/bin/python benchmarks/probe_cache_write.py [--batch 8 --slots 512]

@@ -1,5 +1,5 @@
 """Per-operator profile of greedy generation in both frameworks: where a decode step's time
-goes (issue 11, goal 1). Same model, weights and prompts as ``bench_generate_vs_torch.py``.
+goes. Same model, weights and prompts as ``bench_generate_vs_torch.py``.
 
     .venv/bin/python benchmarks/profile_decode.py [--batch 1 --new 64 --top 10]
 

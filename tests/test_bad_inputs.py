@@ -3,7 +3,7 @@ with a message that says what is wrong (a key phrase is asserted), or be handled
 correctly. Rows marked ``was="silent"`` used to return a WRONG result without complaint;
 ``was="vague"`` rows used to fail deep inside MindSpore without saying what to do.
 
-The closing note of issue 14 quotes the counts printed by ``test_case_counts``.
+``test_case_counts`` prints how many bad inputs each entry point is tried with.
 """
 import math
 from pathlib import Path

@@ -182,7 +182,7 @@ def test_config_json_round_trip_for_both_families():
         assert config_from_hf(hf_config(cfg)) == cfg
 
 
-# ------------------------------------------------------------------ diagnoses (issue 12)
+# ------------------------------------------------------------------ diagnoses
 def test_key_inside_an_existing_layer_is_not_called_an_extra_layer(model):
     sd = state_dict(model)
     sd["model.layers.0.self_attn.o_proj.bias"] = np.zeros(32, np.float32)

@@ -248,7 +248,7 @@ def _counters(t):
 
 
 def test_sigint_inside_a_step_is_raised_after_the_step_and_nothing_is_lost():
-    """SIGINT while the step runs (the worst moment of issue 14 item 6): the step and its
+    """SIGINT while the step runs (the worst moment for a crash-safe save): the step and its
     counters complete, then KeyboardInterrupt; continuing equals an uninterrupted run."""
     from course_lib.callbacks import EvalEvery
     evals = EvalEvery(every_n_steps=100)

@@ -7,7 +7,7 @@ import pytest
 
 from course_lib.migration import mapping
 
-# The topics the chapter promises (issue 7); each must have a row.
+# The topics chapter 13 promises; each must have a row.
 REQUIRED = {"linear", "layernorm", "rmsnorm", "embedding", "softmax_masked_fill", "matmul_bmm",
             "view_reshape_permute", "cross_entropy", "adamw", "clip_grad_norm", "no_grad",
             "state_dict"}
@@ -85,3 +85,19 @@ def test_fused_rms_norm_is_never_called_in_this_process(monkeypatch):
     row = mapping.run_checks(["rmsnorm"])[0]
     assert not called, "ops.rms_norm ran in the notebook's process"
     assert row.alternatives[0].error or row.alternatives[0].max_diff is not None
+
+
+def test_long_error_messages_are_cut_at_a_word_boundary():
+    """The table shows one line per error, at most 120 characters, ending in "…" when cut —
+    never in the middle of a word (CrossEntropy's message used to stop at "labe")."""
+    message = ("For primitive[CrossEntropy], the label must be in [0, num_classes) or equal to "
+               "ignore_index, but got label -3 at position 7 of the flattened labels tensor.")
+    line = mapping._first_line(ValueError(message + "\nsecond line"))
+    assert len(line) <= 120 and line.endswith("…")
+    kept = line[:-1].split()
+    full = ("ValueError: " + message).split()
+    assert kept == full[:len(kept)]                         # whole words only
+    short = mapping._first_line(RuntimeError("no kernel\nmore"))
+    assert short == "RuntimeError: no kernel"
+    unbroken = mapping._first_line(RuntimeError("x" * 300))
+    assert len(unbroken) == 120 and unbroken.endswith("x…")
