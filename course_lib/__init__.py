@@ -25,9 +25,11 @@ this table equal to the notebooks' imports):
     08 InternLM + LoRA ........... data, generation, internlm, lora, memory, pipelines, sft, zoo
     09 merge, export, deploy ..... export, lora, sft, zoo
     10 distributed training ...... baichuan, distributed, memory
-    11 mindnlp interop ........... data, internlm, interop, tokenizer
-    12 inference engineering ..... data, experiments, export, generation, inference, lora, zoo
-    13 PyTorch migration ......... baichuan, hf_weights, internlm, migration, training
+    11 mindnlp interop ........... data, internlm, interop, runtime, tokenizer
+    12 inference engineering ..... data, experiments, export, generation, inference, lora,
+                                   runtime, zoo
+    13 PyTorch migration ......... baichuan, hf_weights, internlm, migration, runtime,
+                                   training
     14 dynamic shapes, compiling . baichuan, data, migration, pipelines, runtime, tokenizer,
                                    training
     15 real checkpoints .......... baichuan, conversation, finetune, hf_weights, internlm,

@@ -33,6 +33,17 @@ from . import generation
 
 ROLES = ("user", "assistant")
 
+# C0 control characters except newline and tab, printed as "\x06": a random or badly trained
+# model can emit them (byte-fallback tokens <0x00>..<0x1F>), and printed raw they are invisible,
+# overwrite the line ("\r") or drive the terminal ("\x1b[...").
+_SHOWN = str.maketrans({chr(c): f"\\x{c:02x}" for c in range(0x20) if chr(c) not in "\n\t"})
+
+
+def printable(text: str) -> str:
+    """``text`` as the streamed reply is printed: C0 control characters other than newline and
+    tab escaped (``"\\x06"``); everything else unchanged. The returned reply stays raw."""
+    return text.translate(_SHOWN)
+
 
 def _check_messages(messages) -> list[dict]:
     if not messages or not isinstance(messages, (list, tuple)):
@@ -127,12 +138,13 @@ def stream_chat(model, tokenizer, messages, max_new_tokens: int = 64, *, do_samp
 def chat(model, tokenizer, messages, max_new_tokens: int = 64, *,
          on_text: Callable[[str], None] | None = print, **sampling) -> str:
     """The reply to ``messages`` in the model's own chat format, streamed to ``on_text``
-    (default: printed as it comes; ``None``: silent). Greedy unless ``do_sample=True``."""
+    (default: printed as it comes, control characters escaped by :func:`printable`; ``None``:
+    silent). Greedy unless ``do_sample=True``. Returns the raw reply."""
     pieces = []
     for piece in stream_chat(model, tokenizer, messages, max_new_tokens, **sampling):
         pieces.append(piece)
         if on_text is print:
-            print(piece, end="", flush=True)
+            print(printable(piece), end="", flush=True)
         elif on_text is not None:
             on_text(piece)
     if on_text is print:

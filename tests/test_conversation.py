@@ -95,3 +95,16 @@ def test_bad_messages_are_refused(dirs):
     base = ScriptedModel("baichuan-7b", tok.vocab_size, [2])
     with pytest.raises(ValueError, match="base models"):
         chat_format(base, tok, MESSAGES[:1])
+
+
+def test_printed_stream_escapes_control_characters(dirs, capsys):
+    """A random model can answer with a byte-fallback control character (<0x06>): the printed
+    stream shows it as "\\x06" (newline and tab stay as they are); the returned reply is raw."""
+    tok = load_hf_tokenizer(dirs["internlm"])
+    script = [tok.token_to_id("<0x06>"), *tok.encode("好", add_special_tokens=False),
+              tok.token_to_id("<0x0A>"), tok.token_to_id("<0x1B>"), tok.token_to_id("<0x09>"),
+              tok.token_to_id("<eoa>")]
+    model = ScriptedModel("internlm", tok.vocab_size, script)
+    reply = chat(model, tok, MESSAGES[:1], max_new_tokens=10)
+    assert reply == "\x06好\n\x1b\t"
+    assert capsys.readouterr().out == "\\x06好\n\\x1b\t\n"

@@ -4,9 +4,11 @@ For every registered number exercise ``chNN.exK`` the answer (from its registere
 computed in a subprocess: checker modules import MindSpore, chapter 11's imports mindnlp) is
 rendered the usual ways — int with and without thousands separators, float at several
 precisions, list/tuple/array printouts — and searched in every cell source and every text
-output of notebook NN *before* the exercise cell (the first cell that calls ``chNN.exK(``
-or names ``chNN.exK``). Renderings with fewer than 3 significant digits ("6", "0.2") are
-too common to mean anything and are skipped.
+output of notebook NN *before* the exercise cell: the first code cell that calls
+``chNN.exK(`` (the answer slot, ``# chNN.exK(你的答案)`` included). A markdown cell or an
+exercise list that merely names ``chNN.exK`` is not the exercise: a number printed between
+the list and the answer slot (a sweep that prints the asked row) is a leak. Renderings with
+fewer than 3 significant digits ("6", "0.2") are too common to mean anything and are skipped.
 """
 import json
 import os
@@ -117,6 +119,14 @@ def answer_patterns(answer) -> list[re.Pattern]:
     return [re.compile(edge_l + pat + edge_r)] if pat else []
 
 
+# A question states its own inputs; where an input renders like the answer, the phrase of the
+# question that holds it is not a leak (the exact phrase: the same number anywhere else is).
+QUESTION_INPUTS = {
+    "ch00.ex3": ['tok.encode("我爱北京天安门")'],        # the text to round-trip is the answer
+    "ch13.ex3": ["betas=(0.9, 0.999)"],                 # beta2 = 0.999 is the answer to 3 digits
+}
+
+
 def _cell_texts(cell) -> list[tuple[str, str]]:
     texts = [("source", cell.source)]
     for out in cell.get("outputs", []):
@@ -130,10 +140,11 @@ def _cell_texts(cell) -> list[tuple[str, str]]:
 
 
 def exercise_cell(nb, name: str) -> int | None:
+    """Index of the first code cell that calls the checker ``name`` (None: never called)."""
     chapter, func = name.split(".")
-    call = re.compile(rf"\b{chapter}\.{func}\b")
+    call = re.compile(rf"\b{chapter}\.{func}\s*\(")
     for i, cell in enumerate(nb.cells):
-        if call.search(cell.source):
+        if cell.cell_type == "code" and call.search(cell.source):
             return i
     return None
 
@@ -146,6 +157,8 @@ def leaks(nb, name: str, answer) -> list[str]:
     for pattern in answer_patterns(answer):
         for i, cell in enumerate(nb.cells[:stop]):
             for where, text in _cell_texts(cell):
+                for phrase in QUESTION_INPUTS.get(name, ()):
+                    text = text.replace(phrase, " " * len(phrase))
                 m = pattern.search(text)
                 if m:
                     found.append(f"cell {i} {where}: ...{text[max(0, m.start() - 40):m.end() + 20]!r}")
@@ -174,7 +187,7 @@ def test_the_scanner_finds_what_a_learner_would_see():
     """The scanner itself: it must find a printed answer and ignore look-alikes."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("print(acc)"),
-                nbformat.v4.new_markdown_cell("练习：用 `ch99.ex1(答案)` 检查。")]
+                nbformat.v4.new_code_cell("# 练习：ch99.ex1(你的答案)")]
     nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="acc = 0.5202\n")]
     assert leaks(nb, "ch99.ex1", 0.52023)                  # 4 decimals of the answer
     assert not leaks(nb, "ch99.ex1", 0.5203)
@@ -187,3 +200,21 @@ def test_the_scanner_finds_what_a_learner_would_see():
     nb.cells[0].source = "x = 12,736 parameters"
     nb.cells[0].outputs = []
     assert leaks(nb, "ch99.ex1", 12736)
+
+
+def test_the_exercise_is_the_cell_that_calls_the_checker():
+    """An exercise list that names ``ch99.ex1`` early is not the exercise: a sweep printed
+    between the list and the answer slot that shows the answer is a leak."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("1. r=4 时新增多少参数？用 `ch99.ex1(你的答案)` 检查。"),
+                nbformat.v4.new_code_cell("for r in ranks: print(r, trainable[r])"),
+                nbformat.v4.new_markdown_cell("## 练习\n例如 `ch99.ex1(你的答案)`。"),
+                nbformat.v4.new_code_cell("from course_lib.check import ch99\n# ch99.ex1(你的答案)")]
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="r=4   trainable  19,712\n")]
+    assert exercise_cell(nb, "ch99.ex1") == 3
+    assert leaks(nb, "ch99.ex1", 19712) and leaks(nb, "ch99.ex1", 19712.0)
+    assert not leaks(nb, "ch99.ex1", 14784)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="betas=(0.9, 0.999)\n")]
+    assert leaks(nb, "ch99.ex1", 0.99899)                   # only ch13.ex3's question is exempt
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="fraction 0.2291%\n")]
+    assert leaks(nb, "ch99.ex1", 0.22912) and leaks(nb, "ch99.ex1", 0.229124)

@@ -96,9 +96,17 @@ def _np(x):
     return np.asarray(x)
 
 
-def _first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException, limit: int = 120) -> str:
+    """``Type: first line of the message``, at most ``limit`` characters: a longer line is
+    cut at a word boundary and ends in "…" (never in the middle of a word)."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:120]
+    line = f"{type(exc).__name__}: {text[0] if text else ''}"
+    if len(line) <= limit:
+        return line
+    cut = line[:limit]                         # the "…" replaces the character at limit - 1
+    space = cut.rfind(" ")
+    cut = cut[:space] if space > limit // 2 else cut[:limit - 1]
+    return cut.rstrip(" ,;:.") + "…"
 
 
 def _rng(seed: int = 0):
