@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import io
 import json
 import os
 import random
@@ -283,15 +284,29 @@ def interactive() -> bool:
 
 
 def progress(iterable=None, **kwargs):
-    """A tqdm progress bar: the live widget in JupyterLab; headless (``make record``, tests) a
-    text bar drawn when it starts and once more when it closes, so a stored notebook shows
-    the finished bar ("100%| 400/400 [...]"), not a widget frozen at 0%."""
+    """A tqdm progress bar: the live widget in JupyterLab; headless (``make record``, tests)
+    one text line printed when the bar closes, so a stored notebook shows the finished bar
+    ("100%| 400/400 [...]", or where an early stop left it), never one frozen at 0%."""
     if interactive():
         from tqdm.auto import tqdm
         return tqdm(iterable, **kwargs)
-    from tqdm.std import tqdm
     kwargs.pop("dynamic_ncols", None)
-    return tqdm(iterable, file=sys.stdout, mininterval=float("inf"), ncols=100, **kwargs)
+    kwargs.setdefault("ascii", False)
+    return _final_bar()(iterable, file=io.StringIO(), mininterval=float("inf"), ncols=100, **kwargs)
+
+
+def _final_bar():
+    from tqdm.std import tqdm
+
+    class FinalBar(tqdm):
+        """Draws nothing while it runs; prints its final state once, when closed."""
+
+        def close(self):
+            if not self.disable and not getattr(self, "_printed", False):
+                self._printed = True
+                print(str(self), flush=True)
+            super().close()
+    return FinalBar
 
 
 def shown(text) -> str:
