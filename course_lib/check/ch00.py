@@ -37,7 +37,7 @@ def _decoded() -> str:
 
 @exercise("number", f"tok.decode({list(EX3_IDS)}) 解码成什么文本", solution=_decoded,
           question=f"字节级 BPE 会把生僻字拆成字节：`tok.decode({list(EX3_IDS)})` 解码成什么文本？"
-                   "先用 `[tok.decode([i]) for i in ids]` 逐个解码看看（哪几个 id 单独解码时显示成“�”？），"
+                   f"先用 `[tok.decode([i]) for i in {list(EX3_IDS)}]` 逐个解码看看（哪几个 id 单独解码时显示成“�”？），"
                    "再把整个列表一次解码，把**解码的结果**（一个字符串）交上来。")
 def ex3(answer) -> bool:
     """Decode ids the notebook never prints (a rare character split into bytes, then words)."""
