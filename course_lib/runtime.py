@@ -318,7 +318,11 @@ def shown(text) -> str:
     if cache:
         out = out.replace(str(Path(cache).resolve()), ".cache").replace(cache.rstrip("/"), ".cache")
     root = str(Path(__file__).resolve().parents[1])
-    return out.replace(root + os.sep, "." + os.sep).replace(root, ".")
+    out = out.replace(root + os.sep, "." + os.sep).replace(root, ".")
+    venv = str(Path(sys.prefix).resolve())
+    if venv != str(Path(sys.base_prefix).resolve()):          # a virtual environment elsewhere
+        out = out.replace(venv + os.sep, "<venv>" + os.sep)
+    return out
 
 
 def cache_dir(*parts: str) -> Path:

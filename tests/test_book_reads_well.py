@@ -129,6 +129,17 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("instructors.md", "1 分钟"): "tests/test_grade.py's class, 57–63 s measured 2026-12-04 as stated on the next line",
     ("instructors.md", "63 秒"): "the interleaved old/new grader timing of 2026-12-04, stated with its load",
     ("instructors.md", "40 分钟"): "an estimate derived on the same line from the per-cell time",
+    **{("08_internlm_lora.ipynb", f): "a row of the LoRA-payoff table that benchmarks/RESULTS.md "
+       "records (cited with benchmarks/lora_payoff.py just above the table)"
+       for f in ("4,800", "0.570", "0.430", "0.705", "0.770", "0.753")},
+    ("09_merge_export_deploy.ipynb", "160 KB"): "162,016 bytes (printed in section 1) rounded, both on the line",
+    ("10_distributed_training.ipynb", "4096"): "the sequence length given to the memory calculator, an input",
+    ("13_pytorch_migration.ipynb", "50%"): "the claim being examined, quoted in the table's first column",
+    ("13_pytorch_migration.ipynb", "130 GB"): "the claim being examined, quoted in the table's first column",
+    ("15_real_checkpoints.ipynb", "5120"): "Baichuan-13B's hidden size, quoted as the wrong rule the text refutes",
+    ("15_real_checkpoints.ipynb", "103027"): "<eoh>'s id in internlm-chat-7b's tokenizer.model as course_lib/"
+    "hf_tokenizer.py documents it; the real file is not on this machine to print it",
+    ("15_real_checkpoints.ipynb", "103028"): "<eoa>'s id, the same source and the same limit",
 }
 
 

@@ -193,6 +193,8 @@ def _kwargs_body(func):
             raise Mismatch(f"LlamaConfig 没有参数 {unknown}，它会把不认识的参数默默收下、模型尺寸却用默认值："
                            "用 Hugging Face 的名字（num_hidden_layers、num_attention_heads、max_position_embeddings…）。")
         effective = {**defaults, **got}
+        if effective.get("num_key_value_heads") is None:      # LlamaConfig: None means "= heads"
+            effective["num_key_value_heads"] = effective.get("num_attention_heads")
         for key, want in llama_config_kwargs(config).items():
             observe(f"{config.name}（hidden {config.hidden_size}）的 {key}", effective[key], want)
             if effective[key] != want:
