@@ -195,11 +195,11 @@ def _ex2() -> float:
 
 @exercise("number", "InternLM-7B 上 r=16 适配 q/k/v/o 四个投影：可训练参数占基座的百分之几", solution=_ex2,
           question="InternLM-7B 预设上，r=16 适配 `q_proj`、`k_proj`、`v_proj`、`o_proj` 时，"
-                   "可训练参数占基座参数的百分之几？")
+                   "可训练参数占基座参数的百分之几？（保留 3 位有效数字，例如 0.123 表示 0.123%）")
 def ex2(answer) -> bool:
     """Trainable fraction, in percent, of LoRA r=16 on q_proj, k_proj, v_proj and o_proj at the
     InternLM-7B preset's shapes (adapter parameters / base parameters × 100)."""
-    return check_number(answer, _ex2(), name="ch08.ex2", rel=1e-3,
+    return check_number(answer, _ex2(), name="ch08.ex2", rel=3e-3,
                         hint="分子：层数 × 4 个投影 × r × (in + out)，in = out = hidden；"
                              "分母：基座参数量（第 1 节打印过 7B 预设的参数量）。别忘了乘 100。")
 

@@ -208,12 +208,12 @@ def _layernorm_ratio(variance: float = 1e-5) -> float:
           solution=_layernorm_ratio,
           question="一行均值为 0、方差为 1e-5 的隐藏状态，分别经过 `torch.nn.LayerNorm(h)`（默认 eps）"
                    "和照抄构造函数的 `nn.LayerNorm((h,))`（MindSpore 默认 epsilon）。"
-                   "MindSpore 的输出是 PyTorch 的多少倍？（先从两个框架的函数签名读出默认值，再推导。）")
+                   "MindSpore 的输出是 PyTorch 的多少倍（保留 3 位小数）？（先从两个框架的函数签名读出默认值，再推导。）")
 def ex1(answer) -> bool:
     """A zero-mean row with variance 1e-5 goes through torch.nn.LayerNorm(h) (default eps) and
     through a translation that copied the call, nn.LayerNorm((h,)) (MindSpore's default
     epsilon). By what factor is the MindSpore output larger?"""
-    return check_number(answer, _layernorm_ratio(), name="ch13.ex1", rel=1e-3,
+    return check_number(answer, _layernorm_ratio(), name="ch13.ex1", rel=0.0, abs_=5e-4,
                         hint="LayerNorm 输出 = (x - 均值) / √(方差 + eps)，两个框架的默认 eps 不同；"
                              "方差只有 1e-5 时，eps 不再可以忽略。")
 

@@ -31,7 +31,7 @@ def _peak_gib() -> float:
 @exercise("number", "以 bfloat16 流式装载 InternLM-7B：主机内存峰值是多少 GiB（两位小数）？",
           solution=_peak_gib,
           question="以 bfloat16 流式加载 InternLM-7B（`internlm_7b()`，不需要真的下载），"
-                   "主机内存峰值是多少 GiB？先用本章的公式手算。")
+                   "主机内存峰值是多少 GiB（保留两位小数）？先用本章的公式手算。")
 def peak_gib(answer) -> bool:
     return check_number(answer, _peak_gib(), name="ch15.peak_gib", abs_=0.006,
                         hint="峰值 = 全部权重（每个参数 2 字节）+ 最大的那一个张量"
