@@ -142,7 +142,10 @@ def test_each_learner_gets_a_feedback_page(graded):
     assert "未通过 — 提示：" in wrong and "均值" in wrong
 
 
-@pytest.mark.parametrize("name", [n for n in TAMPERING if "_exit" not in TAMPERING[n]]
+READER_ONLY = "copy the library's value into the observation"   # see the docstring below
+
+
+@pytest.mark.parametrize("name", [n for n in TAMPERING if "_exit" not in TAMPERING[n] and n != READER_ONLY]
                          + ["write the result file and exit 0",
                             "write the result file as the grader used to read it", "exit 0 early"])
 def test_the_data_is_judged_here_even_when_the_reader_is_bypassed(name):
@@ -150,8 +153,6 @@ def test_the_data_is_judged_here_even_when_the_reader_is_bypassed(name):
     result file or its exit status still cannot turn the wrong RMSNorm into a pass. (Copying
     the library's value into the observation is the one trick only the reader stops: the
     checker computes that value inside the learner's process.)"""
-    if name == "copy the library's value into the observation":
-        pytest.skip("stopped by the reader (grade/audit.py), see test_no_trick_passes...")
     cell = next(c for c in notebooks.course_cells()["06"] if c.exercises == (EX,))
     code = WRONG + TRICKS[name] + ("" if "_exit" in TRICKS[name] else CALL)
     ref_spec = (sandbox.reference_cell, {"setup": cell.setup, "names": [EX]})
