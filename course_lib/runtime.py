@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import io
 import json
@@ -295,6 +296,7 @@ def progress(iterable=None, **kwargs):
     return _final_bar()(iterable, file=io.StringIO(), mininterval=float("inf"), ncols=100, **kwargs)
 
 
+@functools.lru_cache(maxsize=None)
 def _final_bar():
     from tqdm.std import tqdm
 

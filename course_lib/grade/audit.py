@@ -40,17 +40,23 @@ class Finding:
     reason: str
 
 
-def _aliases(tree: ast.AST) -> dict[str, str]:
-    """{local name: dotted path} from the imports in ``tree`` (at any depth)."""
-    names: dict[str, str] = {}
+def _imports(tree: ast.AST):
+    """(node, local name, what the name is bound to, the imported path) for every import in
+    ``tree`` (at any depth): ``import a.b`` binds ``a`` and imports ``a.b``."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                bound = a.name if a.asname else a.name.split(".")[0]
+                yield node, a.asname or a.name.split(".")[0], bound, a.name
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for a in node.names:
-                names[a.asname or a.name] = f"{node.module}.{a.name}"
-    return names
+                path = f"{node.module}.{a.name}"
+                yield node, a.asname or a.name, path, path
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """{local name: dotted path} from the imports in ``tree``."""
+    return {local: bound for _, local, bound, _ in _imports(tree)}
 
 
 def _dotted(node: ast.AST) -> list[str] | None:
@@ -62,16 +68,6 @@ def _dotted(node: ast.AST) -> list[str] | None:
     if isinstance(node, ast.Name):
         return [node.id] + parts[::-1]
     return None
-
-
-def _imported_paths(tree: ast.AST):
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                yield node, a.name
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                yield node, f"{node.module}.{a.name}"
 
 
 class _Reader:
@@ -123,7 +119,7 @@ class _Reader:
         nodes = list(ast.walk(self.tree))
         calls = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
         inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
-        for node, path in _imported_paths(self.tree):
+        for node, _, _, path in _imports(self.tree):
             self.judge_path(node, path, importing=True)
         for node in nodes:
             if isinstance(node, ast.Attribute):
