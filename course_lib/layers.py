@@ -57,10 +57,18 @@ class DecoderConfig:
     rope_base: float = 10000.0
     rms_norm_eps: float = 1e-6
     fused_qkv: bool = True          # Baichuan's W_pack; False = separate q_proj/k_proj/v_proj
-    qkv_bias: bool = False          # InternLM-7B: True
-    o_bias: bool = False            # InternLM-7B: True
+    qkv_bias: bool = False          # InternLM-7B, Qwen2: True
+    o_bias: bool = False            # InternLM-7B: True (Qwen2: False)
     init_std: float = 0.02
     name: str = "custom"
+    # --- what the newer families add (defaults = the first-generation models above) ----
+    num_kv_heads: int | None = None  # GQA: heads sharing one K/V head in groups (None = MHA)
+    head_size: int | None = None     # an explicit head_dim (Qwen3: 128 for hidden 1024, 16 heads)
+    qk_norm: bool = False            # Qwen3: RMSNorm over each q and k head before RoPE
+    grouped_qkv: bool = False        # InternLM2's wqkv: per kv group [q heads of the group | k | v]
+    tie_embeddings: bool = False     # small Qwens: the output head IS the embedding table
+    norm_head: bool = False          # Baichuan2: logits against L2-normalised lm_head rows
+    rope_scaling: tuple = ()         # ((key, value), ...) of config.json's rope_scaling
 
     def __post_init__(self):
         for f in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
@@ -68,9 +76,21 @@ class DecoderConfig:
             v = getattr(self, f)
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{f} must be a positive int, got {v!r}")
-        if self.hidden_size % self.num_heads:
+        if self.head_size is None and self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads "
-                             f"{self.num_heads}: every head needs the same width.")
+                             f"{self.num_heads}: every head needs the same width (or give "
+                             "head_size explicitly, as Qwen3's head_dim).")
+        if self.num_heads % self.kv_heads:
+            raise ValueError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads "
+                             f"{self.kv_heads}: GQA shares each K/V head with an equal group "
+                             "of query heads.")
+        if self.grouped_qkv and not self.fused_qkv:
+            raise ValueError("grouped_qkv (InternLM2's wqkv) is a fused projection: set "
+                             "fused_qkv=True too.")
+        if self.tie_embeddings and self.norm_head:
+            raise ValueError("tie_embeddings and norm_head exclude each other: a tied head is "
+                             "the embedding table, a NormHead has its own normalised rows.")
+        rope_scaling_factors(self.rope_scaling)       # an unknown kind is refused here
         if self.position not in POSITION_SCHEMES:
             raise ValueError(f"Unknown position scheme {self.position!r}; use one of "
                              f"{POSITION_SCHEMES}.")
@@ -80,7 +100,23 @@ class DecoderConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
+        return self.head_size or self.hidden_size // self.num_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: ``num_kv_heads`` (GQA/MQA), else one per query head (MHA)."""
+        return self.num_kv_heads or self.num_heads
+
+    @property
+    def qkv_sizes(self) -> tuple[int, int, int]:
+        """Output widths of the q, k and v projections."""
+        kv = self.kv_heads * self.head_dim
+        return self.num_heads * self.head_dim, kv, kv
+
+    @property
+    def qkv_name(self) -> str:
+        """The fused projection's name in the checkpoint (Baichuan ``W_pack``, InternLM2 ``wqkv``)."""
+        return "wqkv" if self.grouped_qkv else "W_pack"
 
     def replace(self, **changes) -> "DecoderConfig":
         """A copy with some fields changed (the config itself is immutable)."""
@@ -97,36 +133,41 @@ class DecoderConfig:
     def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every parameter's Hugging Face name and shape: a shape-only walk of the model."""
         h, f, V = self.hidden_size, self.intermediate_size, self.vocab_size
+        q, kv, _ = self.qkv_sizes
         shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (V, h)}
         for i in range(self.num_layers):
             p = f"model.layers.{i}."
-            if self.fused_qkv:
-                shapes[p + "self_attn.W_pack.weight"] = (3 * h, h)
+            projections = ({self.qkv_name: q + 2 * kv} if self.fused_qkv
+                           else {"q_proj": q, "k_proj": kv, "v_proj": kv})
+            for proj, width in projections.items():
+                shapes[p + f"self_attn.{proj}.weight"] = (width, h)
                 if self.qkv_bias:
-                    shapes[p + "self_attn.W_pack.bias"] = (3 * h,)
-            else:
-                for proj in ("q_proj", "k_proj", "v_proj"):
-                    shapes[p + f"self_attn.{proj}.weight"] = (h, h)
-                    if self.qkv_bias:
-                        shapes[p + f"self_attn.{proj}.bias"] = (h,)
-            shapes[p + "self_attn.o_proj.weight"] = (h, h)
+                    shapes[p + f"self_attn.{proj}.bias"] = (width,)
+            shapes[p + "self_attn.o_proj.weight"] = (h, q)
             if self.o_bias:
                 shapes[p + "self_attn.o_proj.bias"] = (h,)
+            if self.qk_norm:
+                shapes[p + "self_attn.q_norm.weight"] = (self.head_dim,)
+                shapes[p + "self_attn.k_norm.weight"] = (self.head_dim,)
             shapes[p + "mlp.gate_proj.weight"] = (f, h)
             shapes[p + "mlp.up_proj.weight"] = (f, h)
             shapes[p + "mlp.down_proj.weight"] = (h, f)
             shapes[p + "input_layernorm.weight"] = (h,)
             shapes[p + "post_attention_layernorm.weight"] = (h,)
         shapes["model.norm.weight"] = (h,)
-        shapes["lm_head.weight"] = (V, h)
+        if not self.tie_embeddings:
+            shapes["lm_head.weight"] = (V, h)
         return shapes
 
     def num_parameters(self) -> int:
-        """Closed form: 2·V·h (embedding + untied head) + h (final norm)
-        + L·(4h² attention + 3hf SwiGLU + 2h norms + biases)."""
+        """Closed form: V·h per embedding table (one when tied) + h (final norm)
+        + L·(attention h·(q + 2kv) + q·h, 3hf SwiGLU, 2h norms, biases, QK-norms);
+        for MHA (q = kv = h) the attention is the familiar 4h²."""
         h, f, V, L = self.hidden_size, self.intermediate_size, self.vocab_size, self.num_layers
-        biases = 3 * h * self.qkv_bias + h * self.o_bias
-        return 2 * V * h + h + L * (4 * h * h + 3 * h * f + 2 * h + biases)
+        q, kv, _ = self.qkv_sizes
+        biases = (q + 2 * kv) * self.qkv_bias + h * self.o_bias + 2 * self.head_dim * self.qk_norm
+        tables = 1 if self.tie_embeddings else 2
+        return tables * V * h + h + L * (h * (q + 2 * kv) + q * h + 3 * h * f + 2 * h + biases)
 
 
 # --------------------------------------------------------------------------------------
@@ -215,10 +256,47 @@ def swiglu_width(hidden_size: int, multiple_of: int = 32) -> int:
 # --------------------------------------------------------------------------------------
 # Positions: RoPE and ALiBi
 # --------------------------------------------------------------------------------------
-def rope_inverse_frequencies(head_dim: int, base: float = 10000.0) -> np.ndarray:
-    """θ_i = base^(-2i/d) for i = 0 .. d/2-1 (float32, as in Hugging Face Llama)."""
+def rope_inverse_frequencies(head_dim: int, base: float = 10000.0, scaling=()) -> np.ndarray:
+    """θ_i = base^(-2i/d) for i = 0 .. d/2-1 (float32, as in Hugging Face Llama), adjusted
+    by ``scaling`` (config.json's ``rope_scaling``, see ``rope_scaling_factors``)."""
     exponents = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / head_dim
-    return (1.0 / (np.float32(base) ** exponents)).astype(np.float32)
+    inv_freq = (1.0 / (np.float32(base) ** exponents)).astype(np.float32)
+    return (inv_freq * rope_scaling_factors(scaling, inv_freq)).astype(np.float32)
+
+
+ROPE_SCALINGS = ("default", "linear", "dynamic", "llama3")
+
+
+def rope_scaling_factors(scaling, inv_freq: np.ndarray | None = None):
+    """What ``rope_scaling`` does to each inverse frequency (1 where it does nothing).
+
+    * none / ``default``: nothing.
+    * ``linear`` (position interpolation): every θ_i divided by ``factor``.
+    * ``dynamic`` (NTK, InternLM2.5): the base grows only once a sequence is longer than
+      ``max_position_embeddings`` — which is the course model's ``max_seq_len``, so within
+      what the model accepts it changes nothing (and nothing longer is accepted).
+    * ``llama3`` (Llama-3.1/3.2): long wavelengths (> original context / low_freq_factor)
+      divided by ``factor``, short ones (< original context / high_freq_factor) kept, a
+      linear blend between (Hugging Face ``_compute_llama3_parameters``).
+    Other kinds (``yarn``, ``longrope``...) are refused with the reason. ``inv_freq=None``
+    only validates."""
+    d = dict(scaling or ())
+    kind = d.get("rope_type", d.get("type", "default"))
+    if kind not in ROPE_SCALINGS:
+        raise ValueError(f"rope_scaling type {kind!r} is not implemented by the course's "
+                         f"RotaryEmbedding (it knows {ROPE_SCALINGS}); drop rope_scaling from "
+                         "config.json to run within the original context length.")
+    if inv_freq is None or kind in ("default", "dynamic"):
+        return 1.0
+    factor = float(d["factor"])
+    if kind == "linear":
+        return np.float32(1.0 / factor)
+    low, high = float(d["low_freq_factor"]), float(d["high_freq_factor"])
+    context = float(d["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv_freq
+    smooth = np.clip((context / wavelen - low) / (high - low), 0.0, 1.0)
+    scale = (1 - smooth) / factor + smooth        # 1/factor (long) .. 1 (short wavelengths)
+    return scale.astype(np.float32)
 
 
 def rotate_half(x):
@@ -244,9 +322,9 @@ class RotaryEmbedding(nn.Cell):
     """Positions (B, T), known on the host -> cos, sin of shape (B, 1, T, head_dim),
     broadcast over heads: constant tables built with NumPy (one transfer each)."""
 
-    def __init__(self, head_dim: int, base: float = 10000.0):
+    def __init__(self, head_dim: int, base: float = 10000.0, scaling=()):
         super().__init__()
-        self.inv_freq = rope_inverse_frequencies(head_dim, base)
+        self.inv_freq = rope_inverse_frequencies(head_dim, base, scaling)
 
     def construct(self, positions):
         freqs = host_mask(positions).astype(np.float32)[..., None] * self.inv_freq  # (B, T, d/2)
@@ -428,81 +506,135 @@ class KVCache:
 # Attention, decoder layer, model
 # --------------------------------------------------------------------------------------
 class Attention(nn.Cell):
-    """Multi-head self-attention (every head has its own K and V: plain MHA, no GQA).
+    """Multi-head self-attention; with ``num_kv_heads`` < ``num_heads``, grouped-query
+    attention (GQA: query heads ``g·G .. g·G+G-1`` share K/V head ``g``; MQA when 1).
 
-    ``fused_qkv=True`` is Baichuan's ``W_pack``: one Linear(h, 3h) whose output is the
-    contiguous blocks [Q | K | V]; otherwise separate ``q_proj``/``k_proj``/``v_proj``.
+    The q/k/v projection is one of three layouts (the names are the checkpoints'):
+    separate ``q_proj``/``k_proj``/``v_proj`` (Llama, Qwen, InternLM-7B); Baichuan's fused
+    ``W_pack`` whose output is the blocks [Q | K | V]; InternLM2's fused ``wqkv`` whose
+    output is one block per kv group, [the group's G query heads | its k head | its v head].
+    ``qk_norm`` (Qwen3) RMS-normalises every q and k head before RoPE.
     Positions enter either through ``cos``/``sin`` (RoPE, rotating q and k) or through the
     ALiBi term already inside ``bias`` — the Cell does not need to know which.
     """
 
     def __init__(self, hidden_size: int, num_heads: int, *, fused_qkv: bool = True,
-                 qkv_bias: bool = False, o_bias: bool = False, std: float = 0.02):
+                 qkv_bias: bool = False, o_bias: bool = False, std: float = 0.02,
+                 num_kv_heads: int | None = None, head_dim: int | None = None,
+                 grouped_qkv: bool = False, qk_norm: bool = False, eps: float = 1e-6):
         super().__init__()
         self.hidden_size, self.num_heads = hidden_size, num_heads
-        self.head_dim = hidden_size // num_heads
+        self.num_kv_heads = num_kv_heads or num_heads
+        self.groups = num_heads // self.num_kv_heads
+        self.head_dim = head_dim or hidden_size // num_heads
         self.scale = 1.0 / math.sqrt(self.head_dim)
-        self.fused_qkv = fused_qkv
-        if fused_qkv:
-            self.W_pack = _dense(hidden_size, 3 * hidden_size, qkv_bias, std)
+        self.fused_qkv, self.grouped_qkv, self.qk_norm = fused_qkv, grouped_qkv, qk_norm
+        q, kv = num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        self.sizes = [q, kv, kv]
+        if grouped_qkv:
+            self.wqkv = _dense(hidden_size, q + 2 * kv, qkv_bias, std)
+        elif fused_qkv:
+            self.W_pack = _dense(hidden_size, q + 2 * kv, qkv_bias, std)
         else:
-            self.q_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
-            self.k_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
-            self.v_proj = _dense(hidden_size, hidden_size, qkv_bias, std)
-        self.o_proj = _dense(hidden_size, hidden_size, o_bias, std)
+            self.q_proj = _dense(hidden_size, q, qkv_bias, std)
+            self.k_proj = _dense(hidden_size, kv, qkv_bias, std)
+            self.v_proj = _dense(hidden_size, kv, qkv_bias, std)
+        self.o_proj = _dense(q, hidden_size, o_bias, std)
+        if qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, eps)
+            self.k_norm = RMSNorm(self.head_dim, eps)
         self.attention_weights = AttentionWeights(self.scale)
 
     def project_qkv(self, x):
+        """x (B, T, hidden) -> q (B, T, H·d), k and v (B, T, H_kv·d)."""
+        if self.grouped_qkv:       # (B, T, H_kv, G + 2, d): per group G q heads, k, v
+            batch, length, _ = x.shape
+            qkv = self.wqkv(x).reshape(batch, length, self.num_kv_heads, self.groups + 2,
+                                       self.head_dim)
+            q, k, v = ops.split(qkv, [self.groups, 1, 1], 3)
+            return tuple(t.reshape(batch, length, -1) for t in (q, k, v))
         if self.fused_qkv:
-            return ops.split(self.W_pack(x), self.hidden_size, -1)   # [Q | K | V]
+            return ops.split(self.W_pack(x), self.sizes, -1)         # [Q | K | V]
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def heads(self, x, cos=None, sin=None):
-        """x (B, T, hidden) -> q, k, v (B, H, T, d), q and k rotated when RoPE is used."""
+        """x (B, T, hidden) -> q (B, H, T, d), k, v (B, H_kv, T, d); q and k normalised
+        (QK-norm) and rotated (RoPE) when the model uses them."""
         batch, length, _ = x.shape
-        if length == 1:     # one new token (decoding): moving a unit axis is a free reshape
-            q, k, v = (t.reshape(batch, self.num_heads, 1, self.head_dim)
-                       for t in self.project_qkv(x))
+        q, k, v = self.project_qkv(x)
+        q = q.reshape(batch, length, self.num_heads, self.head_dim)
+        k, v = (t.reshape(batch, length, self.num_kv_heads, self.head_dim) for t in (k, v))
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if length == 1:       # one new token (decoding): moving a unit axis is a free reshape
+            q, k, v = (t.reshape(batch, t.shape[2], 1, self.head_dim) for t in (q, k, v))
         else:
-            q, k, v = (ops.transpose(t.reshape(batch, length, self.num_heads, self.head_dim),
-                                     (0, 2, 1, 3)) for t in self.project_qkv(x))
+            q, k, v = (ops.transpose(t, (0, 2, 1, 3)) for t in (q, k, v))
         if cos is not None:
             q, k = apply_rotary(q, k, cos, sin)
         return q, k, v
 
     def attend(self, q, k, v, bias):
-        """softmax(q·kᵀ·scale + bias)·v for every head, merged and projected: (B, T, hidden)."""
+        """softmax(q·kᵀ·scale + bias)·v for every head, merged and projected: (B, T, hidden).
+        GQA without copying K/V: the G query heads of a group are stacked along the query
+        axis, (B, H, T, d) -> (B, H_kv, G·T, d), one matmul per kv head."""
         batch, _, length, _ = q.shape
-        probs = self.attention_weights(_matmul_transpose_b(q, k), bias)
+        if self.groups > 1:
+            q = q.reshape(batch, self.num_kv_heads, self.groups * length, self.head_dim)
+        scores = _matmul_transpose_b(q, k)                             # (B, H_kv, G·T, S)
+        if self.groups > 1:
+            scores = scores.reshape(batch, self.num_kv_heads, self.groups, length, -1)
+            b, h = bias.shape[0], bias.shape[1]
+            bias = bias.reshape(b, 1, 1, length, -1) if h == 1 else \
+                bias.reshape(b, self.num_kv_heads, self.groups, length, -1)
+        probs = self.attention_weights(scores, bias)
+        if self.groups > 1:
+            probs = probs.reshape(batch, self.num_kv_heads, self.groups * length, -1)
         if v.dtype != ms.float32:
             probs = probs.astype(v.dtype)
-        out = _batch_matmul(probs, v)                                  # (B, H, T, d)
+        out = _batch_matmul(probs, v).reshape(batch, self.num_heads, length, self.head_dim)
         if length > 1:
             out = ops.transpose(out, (0, 2, 1, 3))
-        return self.o_proj(out.reshape(batch, length, self.hidden_size))
+        return self.o_proj(out.reshape(batch, length, self.num_heads * self.head_dim))
 
     def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
-        q, k, v = self.heads(x, cos, sin)                             # (B, H, T, d)
+        q, k, v = self.heads(x, cos, sin)                             # (B, H|H_kv, T, d)
         if cache is not None:
-            k, v = cache.append(layer_idx, k, v)                      # (B, H, S, d)
+            k, v = cache.append(layer_idx, k, v)                      # (B, H_kv, S, d)
         return self.attend(q, k, v, bias)
 
 
 class DecoderLayer(nn.Cell):
-    """Pre-norm transformer block: x + attn(norm(x)); then x + mlp(norm(x))."""
+    """Pre-norm transformer block: x + attn(norm(x)); then x + mlp(norm(x)).
+
+    Split in two at the KV cache: ``heads`` (norm, q/k/v, RoPE) and ``finish`` (attention
+    over all keys, the MLP), so that the compiled decode engine (``generation.DecodeEngine``)
+    runs these same two methods with its fixed-size cache in between."""
 
     def __init__(self, config: DecoderConfig):
         super().__init__()
         c = config
         self.self_attn = Attention(c.hidden_size, c.num_heads, fused_qkv=c.fused_qkv,
-                                   qkv_bias=c.qkv_bias, o_bias=c.o_bias, std=c.init_std)
+                                   qkv_bias=c.qkv_bias, o_bias=c.o_bias, std=c.init_std,
+                                   num_kv_heads=c.num_kv_heads, head_dim=c.head_size,
+                                   grouped_qkv=c.grouped_qkv, qk_norm=c.qk_norm,
+                                   eps=c.rms_norm_eps)
         self.mlp = SwiGLU(c.hidden_size, c.intermediate_size, bias=False, std=c.init_std)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
-    def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
-        x = x + self.self_attn(self.input_layernorm(x), bias, cos, sin, cache, layer_idx)
+    def heads(self, x, cos=None, sin=None):
+        return self.self_attn.heads(self.input_layernorm(x), cos, sin)
+
+    def finish(self, x, q, k, v, bias):
+        x = x + self.self_attn.attend(q, k, v, bias)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+    def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
+        q, k, v = self.heads(x, cos, sin)
+        if cache is not None:
+            k, v = cache.append(layer_idx, k, v)
+        return self.finish(x, q, k, v, bias)
 
 
 class DecoderModel(nn.Cell):
@@ -518,7 +650,7 @@ class DecoderModel(nn.Cell):
             self.slopes = np.asarray(alibi_slopes(config.num_heads), np.float32)
         else:
             self.slopes = None
-            self.rotary = RotaryEmbedding(config.head_dim, config.rope_base)
+            self.rotary = RotaryEmbedding(config.head_dim, config.rope_base, config.rope_scaling)
 
     def construct(self, input_ids, attention_mask=None, cache=None):
         if input_ids.ndim != 2:
@@ -549,12 +681,42 @@ class DecoderModel(nn.Cell):
         return self.norm(h)
 
 
-class CausalLM(nn.Cell):
-    """Decoder + untied ``lm_head``: ``model(input_ids) -> logits`` float32 (B, T, V).
+class NormHead(nn.Cell):
+    """Baichuan2's output head: logits against the L2-normalised rows of ``weight``
+    (``modeling_baichuan.NormHead``: ``F.linear(h, F.normalize(weight))``), computed as
+    (h·Wᵀ) / |W_row| — the same numbers without a normalised copy of the (V, h) table.
+    Normalising in every call keeps training and inference equal (Baichuan2 normalises
+    once, in place, in eval); the checkpoint stores the raw rows."""
 
-    ``model(input_ids, attention_mask=mask, cache=cache)`` continues from the tokens
-    already in ``cache`` (see ``course_lib.generation``); ``last_only=True`` computes the
-    logits of the last position only (all that decoding needs).
+    def __init__(self, hidden_size: int, vocab_size: int, std: float = 0.02):
+        super().__init__()
+        self.weight = Parameter(initializer(Normal(std), (vocab_size, hidden_size), ms.float32),
+                                name="weight")
+        self.row_norm = ops.LpNorm(axis=1, p=2)
+
+    def construct(self, h):
+        norms = ops.maximum(self.row_norm(self.weight).astype(ms.float32), 1e-12)  # F.normalize's eps
+        return linear_rows(h, self.weight).astype(ms.float32) / norms
+
+
+_matmul_t = ops.MatMul(transpose_b=True)
+
+
+def linear_rows(h, weight):
+    """h (..., n) against the rows of ``weight`` (V, n): h·weightᵀ without a transposed copy."""
+    if weight.dtype != h.dtype:
+        weight = weight.astype(h.dtype)
+    return _matmul_t(h.reshape(-1, h.shape[-1]), weight).reshape(h.shape[:-1] + (-1,))
+
+
+class CausalLM(nn.Cell):
+    """Decoder + output head: ``model(input_ids) -> logits`` float32 (B, T, V).
+
+    The head is an untied ``lm_head`` (Baichuan, InternLM, Llama), the embedding table
+    itself (``tie_embeddings``: small Qwens; no ``lm_head`` parameter) or a ``NormHead``
+    (Baichuan2). ``model(input_ids, attention_mask=mask, cache=cache)`` continues from the
+    tokens already in ``cache`` (see ``course_lib.generation``); ``last_only=True``
+    computes the logits of the last position only (all that decoding needs).
     """
 
     config_class = DecoderConfig
@@ -568,13 +730,24 @@ class CausalLM(nn.Cell):
                             f"got {type(config).__name__}.")
         self.config = config
         self.model = self.model_class(config)
-        self.lm_head = _dense(config.hidden_size, config.vocab_size, bias=False, std=config.init_std)
+        self.tied = config.tie_embeddings
+        if config.norm_head:
+            self.lm_head = NormHead(config.hidden_size, config.vocab_size, config.init_std)
+        elif not self.tied:
+            self.lm_head = _dense(config.hidden_size, config.vocab_size, bias=False,
+                                  std=config.init_std)
 
     def new_cache(self) -> KVCache:
         return KVCache(self.config.num_layers)
+
+    def head(self, h):
+        """Final hidden states (B, T, hidden) -> logits float32 (B, T, V)."""
+        if self.tied:
+            return linear_rows(h, self.model.embed_tokens.weight).astype(ms.float32)
+        return self.lm_head(h).astype(ms.float32)
 
     def construct(self, input_ids, attention_mask=None, cache=None, last_only=False):
         h = self.model(input_ids, attention_mask, cache)
         if last_only:
             h = h[:, -1:]
-        return self.lm_head(h).astype(ms.float32)
+        return self.head(h)

@@ -79,8 +79,10 @@ def weight_bytes(config_or_count, dtype: str = "fp16") -> int:
 
 def kv_cache_bytes(config, batch: int, seq_len: int, dtype: str = "fp16") -> int:
     """Keys + values of every layer for ``batch`` sequences of ``seq_len`` tokens:
-    2 · layers · batch · seq_len · hidden values."""
-    return int(2 * config.num_layers * batch * seq_len * config.hidden_size * _bytes_per(dtype))
+    2 · layers · batch · seq_len · kv_heads · head_dim values (= hidden without GQA)."""
+    width = getattr(config, "kv_heads", config.num_heads) * getattr(
+        config, "head_dim", config.hidden_size // config.num_heads)
+    return int(2 * config.num_layers * batch * seq_len * width * _bytes_per(dtype))
 
 
 # --------------------------------------------------------------------------------------
