@@ -16,15 +16,14 @@ How it works
 * ``generate`` decodes with a compiled engine (``DecodeEngine``, GRAPH mode): the KV cache
   lives inside it as Parameters of a fixed length (a multiple of 64, the "bucket") and
   each step writes one slot, so every step has the same shapes and the engine compiles
-  once per batch size and bucket. It runs the model with its weights folded the way
-  inference engines do (``DecodeWeights``: norm gains and the attention scale folded into
-  the next matmul, q/k/v and gate/up in one matmul each): far fewer kernels per token
-  (counted by benchmarks/profile_decode.py; figures in benchmarks/RESULTS.md), recomputed
-  from the live parameters at the start of every generation. A
+  once per batch size and bucket. The engine runs the model's own layers
+  (``DecoderLayer.heads`` -> cache write -> ``DecoderLayer.finish``) on its live
+  parameters, in their storage dtype: one forward for training, the PyNative path and
+  the compiled one, whatever the family (GQA, QK-norm, tied or normalised heads, LoRA). A
   prompt of >= 8 tokens goes through the engine in one call (a graph per power-of-two
   width), a shorter one column by column. Greedy decoding picks the next id on the
   device (argmax) and feeds it straight back; the host only sends the step's small
-  inputs (``StepInputs``: attention bias, RoPE rotation, slot index) and reads the chosen
+  inputs (``StepInputs``: attention bias, RoPE cos/sin, slot index) and reads the chosen
   ids. Sampling and the repetition penalty bring each step's logits to the host instead.
 * Rows that produced EOS leave the batch (``DecodeState.select_rows``), the building block
   of dynamic batching in an inference server.
@@ -33,7 +32,6 @@ How it works
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -148,12 +146,12 @@ class DecodeState:
                 self.cache.drop_left(first_real)
         return self
 
-    def reserve(self, model, slots: int) -> "DecodeState":
+    def reserve(self, model, slots: int, engine: str = "auto") -> "DecodeState":
         """Move the cache into the model's compiled engine for ``slots`` positions: later
         ``decode_step``s run the compiled step (``DecodeEngine``)."""
         if self.cache is None:
             raise ValueError("Only a KV-cache state can be compiled: prefill with use_cache=True.")
-        engine = decode_engine(model, self.batch_size, slots)
+        engine = decode_engine(model, self.batch_size, slots, engine)
         self.cache.reserve(slots)
         for buffers, grown in ((engine.keys, self.cache.keys), (engine.values, self.cache.values)):
             for buffer, tensor in zip(buffers, grown):
@@ -228,145 +226,69 @@ def decode_step(model, state: DecodeState, next_tokens, mode: str = "graph") -> 
     return state
 
 
-_mm_t = ops.MatMul(transpose_b=True)           # x @ Wᵀ with W stored (out, in), as nn.Dense
-_bmm = ops.BatchMatMul()
-_bmm_t = ops.BatchMatMul(transpose_b=True)
-_unit_norm = ops.L2Normalize(axis=-1, epsilon=1e-12)
-
-
-def _weight(linear):
-    """The (out, in) weight a linear layer applies, a LoRA adapter's B·A·alpha/r included."""
-    w = linear.weight.astype(ms.float32)
-    if hasattr(linear, "lora_A"):                     # lora.LoRADense, not merged
-        w = w + ops.matmul(linear.lora_B, linear.lora_A).astype(ms.float32) * linear.scaling
-    return w
-
-
-def _bias(linear):
-    return linear.bias.astype(ms.float32)
-
-
-def _fold_norm(w, gain, n: int):
-    """W (out, n) of the layer after an RMSNorm with weight ``gain``, for inputs that are
-    unit vectors of n + 1 features (see ``DecodeWeights``): W·diag(√n·gain), then a zero
-    column for the extra feature."""
-    w = w * (gain.astype(ms.float32) * math.sqrt(n))
-    return ops.concat((w, ops.zeros((w.shape[0], 1), ms.float32)), 1)
-
-
-def _extra_row(w):
-    """A zero output row: the layer adds nothing to the extra feature of the residual stream."""
-    return ops.concat((w, ops.zeros((1,) + w.shape[1:], ms.float32)), 0)
-
-
-class DecodeWeights(nn.Cell):
-    """The model's weights rearranged for decoding, the way inference engines fold them:
-
-    * the residual stream gets one extra feature, the constant c = sqrt(n·eps); then
-      RMSNorm(h)·g = sqrt(n)·g·u[:n] with u = h'/|h'| the unit vector of h' = [h, c]
-      (|h'|² = Σh² + n·eps): ONE ``L2Normalize`` kernel per norm, √n·g folded into the
-      next layer's weight (``_fold_norm``), the extra feature given zero weight;
-    * q, k, v in one matmul (q's rows pre-scaled by 1/sqrt(d)), gate and up in one;
-    * o_proj and down_proj with a zero row for the extra feature (``_extra_row``);
-    * LoRA adapters added in (``_weight``).
-
-    Calling it (one compiled graph) recomputes every folded weight from the model's LIVE
-    parameters: ``decode_engine`` does so at the start of every generation, so training,
-    ``load_checkpoint`` or a merge between two calls is always seen."""
-
-    def __init__(self, lm):
-        super().__init__(auto_prefix=False)
-        c = lm.config
-        n, f, layers = c.hidden_size, c.intermediate_size, c.num_layers
-        self.lm, self.n = lm, n
-        self.constant = math.sqrt(n * c.rms_norm_eps)
-        zeros = lambda shape, name: ms.ParameterTuple(                             # noqa: E731
-            ms.Parameter(Tensor(np.zeros(shape, np.float32)), f"decode_{name}{i}",
-                         requires_grad=False) for i in range(layers))
-        self.qkv, self.qkv_bias = zeros((3 * n, n + 1), "qkv"), zeros((3 * n,), "qkv_bias")
-        self.o, self.o_bias = zeros((n + 1, n), "o"), zeros((n + 1,), "o_bias")
-        self.gate_up, self.down = zeros((2 * f, n + 1), "gate_up"), zeros((n + 1, f), "down")
-        self.lm_head = ms.Parameter(Tensor(np.zeros((c.vocab_size, n + 1), np.float32)),
-                                    "decode_lm_head", requires_grad=False)
-
-    def construct(self):
-        body, n, c = self.lm.model, self.n, self.lm.config
-        for i, layer in enumerate(body.layers):
-            a, mlp = layer.self_attn, layer.mlp
-            parts = (a.W_pack,) if a.fused_qkv else (a.q_proj, a.k_proj, a.v_proj)
-            w = ops.concat([_weight(x) for x in parts], 0)                    # (3n, n)
-            w = ops.concat((w[:n] * a.scale, w[n:]), 0)
-            ops.assign(self.qkv[i], _fold_norm(w, layer.input_layernorm.weight, n))
-            if c.qkv_bias:
-                b = ops.concat([_bias(x) for x in parts], 0)
-                ops.assign(self.qkv_bias[i], ops.concat((b[:n] * a.scale, b[n:]), 0))
-            ops.assign(self.o[i], _extra_row(_weight(a.o_proj)))
-            if c.o_bias:
-                ops.assign(self.o_bias[i], _extra_row(_bias(a.o_proj)))
-            gate_up = ops.concat((_weight(mlp.gate_proj), _weight(mlp.up_proj)), 0)
-            ops.assign(self.gate_up[i], _fold_norm(gate_up, layer.post_attention_layernorm.weight, n))
-            ops.assign(self.down[i], _extra_row(_weight(mlp.down_proj)))
-        return ops.assign(self.lm_head, _fold_norm(_weight(self.lm.lm_head), body.norm.weight, n))
-
-
 ADD_IN_PLACE_BYTES = 256 * 1024   # cache buffers from this size on are written in place
 
 
+def cache_dtype(model):
+    """The dtype the model's attention produces keys/values in: its storage dtype, except
+    bfloat16 on CPU, which computes in float32 (``pretrained.compute_dtype_for``)."""
+    dtype = model.model.embed_tokens.weight.dtype
+    if dtype == ms.bfloat16 and ms.get_context("device_target") == "CPU":
+        return ms.float32
+    return dtype
+
+
+def engine_mode(model) -> str:
+    """How the engine runs: compiled ("graph"), except for a half-precision model on CPU,
+    which runs it operator by operator ("pynative"). MindSpore 2.7's GRAPH mode on CPU
+    computes float16 weights through float32 copies it keeps in its memory pool: a float16
+    model's generate then held 3.5-4.6x its weights in host memory (measured on 2-, 8- and
+    16-layer models; tests/test_generation_memory.py), PyNative 1.2x."""
+    half = model.model.embed_tokens.weight.dtype in (ms.float16, ms.bfloat16)
+    return "pynative" if half and ms.get_context("device_target") == "CPU" else "graph"
+
+
 class DecodeEngine(nn.Cell):
-    """The compiled decode step of a ``CausalLM``: the model's computation with the
-    ``DecodeWeights`` folding (fewer, larger kernels: MindSpore's runtime pays per kernel),
-    against a KV cache of ``slots`` fixed slots that lives inside the engine — one
-    (B, H, slots, d) ``Parameter`` per layer for keys and for values.
+    """The compiled decode step of a ``CausalLM``: the model's OWN layers (``DecoderLayer
+    .heads`` and ``.finish``, the final norm, ``CausalLM.head``) with a KV cache of ``slots``
+    fixed slots in between that lives inside the engine — one (B, H_kv, slots, d)
+    ``Parameter`` per layer for keys and for values, in the dtype the model computes in.
+    No weight is copied: the engine runs the model's live parameters (trained, loaded,
+    merged or with LoRA adapters: the layers' own code applies them).
 
     Inputs for T new tokens per row (T = 1 while decoding, T = the padded prompt width
     for a compiled prefill): ``token`` (B, T) int32; ``bias`` (B, H|1, T, slots) —
     ``attention_bias`` of the tokens against every slot (empty slots, pads and later
-    tokens masked); ``rotation`` (B·T·3, d, d) — RoPE as a rotation matrix per token for
-    its q, k (identity for v), or None (ALiBi); ``where`` (B, H, T, 3) int32: the [row,
-    head, slot] index of every new key/value, written into the cache by ``_write_cache``.
-    Returns the greedy choice (B, 1) int32 — it can stay on the device as the
-    next call's ``token`` — and the logits (B, V) of the last token. Same shapes at every
-    step: GRAPH mode compiles the step once per engine (batch size x slots), and a
-    prefill once per prompt width. Equal to the model's own forward: tests/test_generation.py."""
+    tokens masked); ``cos``, ``sin`` (B, 1, T, d) — RoPE angles of the tokens, or None
+    (ALiBi); ``where`` (B, H_kv, T, 3) int32: the [row, head, slot] index of every new
+    key/value, written into the cache by ``_write_cache``. Returns the greedy choice
+    (B, 1) int32 — it can stay on the device as the next call's ``token`` — and the
+    logits (B, V) of the last token. Same shapes at every step: GRAPH mode compiles the
+    step once per engine (batch size x slots), and a prefill once per prompt width.
+    Equal to the model's own forward: tests/test_generation.py."""
 
-    def __init__(self, weights: DecodeWeights, batch: int, slots: int):
+    def __init__(self, lm, batch: int, slots: int):
         super().__init__(auto_prefix=False)
-        c = weights.lm.config
-        self.w, self.slots, self.config = weights, slots, c
-        shape = (batch, c.num_heads, slots, c.head_dim)
+        c = lm.config
+        self.lm, self.slots, self.config = lm, slots, c
+        shape, dtype = (batch, c.kv_heads, slots, c.head_dim), cache_dtype(lm)
         buffers = lambda kind: ms.ParameterTuple(                                  # noqa: E731
-            ms.Parameter(Tensor(np.zeros(shape, np.float32)), f"cache_{kind}{i}", requires_grad=False)
+            ms.Parameter(ops.zeros(shape, dtype), f"cache_{kind}{i}", requires_grad=False)
             for i in range(c.num_layers))
         self.keys, self.values = buffers("k"), buffers("v")
-        self.add_in_place = 4 * int(np.prod(shape)) >= ADD_IN_PLACE_BYTES
+        self.mode = engine_mode(lm)
+        itemsize = 2 if dtype in (ms.float16, ms.bfloat16) else 4
+        self.add_in_place = itemsize * int(np.prod(shape)) >= ADD_IN_PLACE_BYTES
+
+    @staticmethod
+    def host_inputs(bias, cos, sin):
+        """The engine's per-call inputs from the layers' (bias, cos, sin) NumPy arrays."""
+        return bias, cos, sin
 
     def clear(self) -> None:
         """Zero every cache slot (a new generation starts: slots are then added into)."""
         for buffer in (*self.keys, *self.values):
             buffer.set_data(ops.zeros(buffer.shape, buffer.dtype))
-
-    def heads(self, i: int, u, rotation, batch: int, length: int):
-        """Unit-norm inputs (B·T, n+1) -> q, k, v (B, H, T, d), q and k rotated (RoPE)."""
-        c = self.config
-        p = _mm_t(u, self.w.qkv[i])
-        if c.qkv_bias:
-            p = p + self.w.qkv_bias[i]
-        if rotation is not None:                          # (B·T·3, H, d) @ (B·T·3, d, d)
-            p = _bmm(p.reshape(-1, c.num_heads, c.head_dim), rotation)
-        if length == 1:       # moving a unit axis is a free reshape, not a Transpose kernel
-            p = p.reshape(batch, 3, c.num_heads, 1, c.head_dim)
-        else:
-            p = p.reshape(batch, length, 3, c.num_heads, c.head_dim).transpose(0, 2, 3, 1, 4)
-        return ops.unstack(p, 1)
-
-    def attend(self, i: int, q, keys, values, bias, batch: int, length: int):
-        """softmax(q·kᵀ + bias)·v (the scale is folded into q), merged and projected."""
-        c = self.config
-        out = _bmm(ops.softmax(_bmm_t(q, keys) + bias, -1), values)        # (B, H, T, d)
-        if length > 1:
-            out = out.transpose(0, 2, 1, 3)
-        out = _mm_t(out.reshape(batch * length, c.hidden_size), self.w.o[i])
-        return out + self.w.o_bias[i] if c.o_bias else out
 
     def _write_cache(self, buffer, where, new):
         """The new keys (or values) into their slots. ``ops.scatter_nd_update``'s CPU kernel
@@ -375,55 +297,77 @@ class DecodeEngine(nn.Cell):
         figures in benchmarks/RESULTS.md): the add for buffers of ``ADD_IN_PLACE_BYTES`` and
         more, into slots that are still zero (``clear()`` when a generation starts; every
         slot is written once after it)."""
+        if new.dtype != buffer.dtype:
+            new = new.astype(buffer.dtype)
         if self.add_in_place:
             return ops.scatter_nd_add(buffer, where, new)
         return ops.scatter_nd_update(buffer, where, new)
 
-    def construct(self, token, bias, rotation, where):
-        batch, length = token.shape
-        h = ops.gather(self.w.lm.model.embed_tokens.weight, token.reshape(-1), 0)
-        h = ops.concat((h.astype(ms.float32),
-                        ops.full((batch * length, 1), self.w.constant, dtype=ms.float32)), 1)
-        for i in range(self.config.num_layers):
-            q, k, v = self.heads(i, _unit_norm(h), rotation, batch, length)
+    def construct(self, token, bias, cos, sin, where):
+        body = self.lm.model
+        h = body.embed_tokens(token)
+        for i, layer in enumerate(body.layers):
+            q, k, v = layer.heads(h, cos, sin)
             keys = self._write_cache(self.keys[i], where, k)
             values = self._write_cache(self.values[i], where, v)
-            h = h + self.attend(i, q, keys, values, bias, batch, length)
-            gate, up = ops.split(_mm_t(_unit_norm(h), self.w.gate_up[i]),
-                                 self.config.intermediate_size, -1)
-            h = h + _mm_t(ops.silu(gate) * up, self.w.down[i])
-        if length > 1:              # a whole prompt (prefill): only its last column's logits
-            h = h.reshape(batch, length, -1)[:, -1]
-        logits = _mm_t(_unit_norm(h), self.w.lm_head)                       # (B, V)
+            h = layer.finish(h, q, keys, values, bias)
+        if token.shape[1] > 1:      # a whole prompt (prefill): only its last column's logits
+            h = h[:, -1:]
+        logits = self.lm.head(body.norm(h))[:, 0]                            # (B, V)
         return ops.argmax(logits, -1).astype(ms.int32).reshape(-1, 1), logits
 
 
 _ENGINES_PER_MODEL = 4          # compiled engines (and their cache buffers) kept per model
+ENGINES = ("auto", "layers", "folded")
 
 
-def decode_engine(model, batch: int, slots: int) -> DecodeEngine:
-    """The model's engine for ``batch`` rows and ``slots`` cache slots, its folded weights
-    just recomputed from the model's parameters (``DecodeWeights``, one compiled call).
-    Engines are compiled on first use, then reused (the least recently used beyond
-    ``_ENGINES_PER_MODEL`` is dropped); they share one ``DecodeWeights``, rebuilt (and the
-    engines dropped) when the model's layers or Parameter objects are replaced. Kept in the
-    model's ``__dict__`` (not child Cells: no extra parameters in checkpoints), so they go
-    away with the model."""
-    weights, layout = model.__dict__.get("_decode_weights"), _layout(model)
-    if weights is None or weights.layout != layout:
-        # first use, or layers/parameters replaced (inject_lora, merge_lora, a new Dense):
-        # a graph compiled for the old layout would silently keep computing the old model
-        weights = model.__dict__["_decode_weights"] = DecodeWeights(model)
-        weights.layout = layout
+def engine_kind(model, engine: str = "auto") -> str:
+    """Which engine decodes ``model``: "layers" (``DecodeEngine``: the model's own layers,
+    no copy of any weight) or "folded" (``folded.FoldedEngine``: about half the kernels per
+    token, a float32 copy of the weights). "auto" takes the folded engine for float32
+    models it can fold (the course's small models) and the layers' engine otherwise
+    (half-precision checkpoints keep their dtype and their memory)."""
+    from . import folded
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
+    reason = folded.supports(model)
+    if engine == "folded" and reason:
+        raise ValueError(f"engine='folded' cannot run this model: {reason}. Use engine='layers'.")
+    if engine == "auto":
+        return "layers" if reason else "folded"
+    return engine
+
+
+def decode_engine(model, batch: int, slots: int, engine: str = "auto") -> DecodeEngine:
+    """The model's engine of kind ``engine`` (``engine_kind``) for ``batch`` rows and
+    ``slots`` cache slots. Engines are compiled on first use, then reused (the least
+    recently used beyond ``_ENGINES_PER_MODEL`` is dropped), and all dropped when the
+    model's layers or Parameter objects are replaced (``inject_lora``, ``merge_lora``, a
+    new Dense: a graph compiled for the old layout would silently keep computing the old
+    model). The folded engine's weights are recomputed from the live parameters here, at
+    the start of every generation. Kept in the model's ``__dict__`` (not child Cells: no
+    extra parameters in checkpoints), so they go away with the model."""
+    from . import folded
+    kind, layout = engine_kind(model, engine), _layout(model)
+    if model.__dict__.get("_decode_layout") != layout:
+        model.__dict__["_decode_layout"] = layout
         model.__dict__["_decode_engines"] = {}
-    with execution_mode("graph"):
-        weights()
+        model.__dict__.pop("_decode_weights", None)
     engines = model.__dict__.setdefault("_decode_engines", {})
-    engine = engines.pop((batch, slots), None) or DecodeEngine(weights, batch, slots)
-    engines[(batch, slots)] = engine                     # most recently used last
+    key = (kind, batch, slots)
+    engine_ = engines.pop(key, None)
+    if kind == "folded":
+        weights = model.__dict__.get("_decode_weights")
+        if weights is None:
+            weights = model.__dict__["_decode_weights"] = folded.DecodeWeights(model)
+        with execution_mode("graph"):
+            weights()
+        engine_ = engine_ or folded.FoldedEngine(model, batch, slots, weights)
+    engine_ = engine_ or DecodeEngine(model, batch, slots)
+    engines[key] = engine_                               # most recently used last
     while len(engines) > _ENGINES_PER_MODEL:
         engines.pop(next(iter(engines)))
-    return engine
+    return engine_
 
 
 def _layout(model) -> tuple:
@@ -441,70 +385,52 @@ def cache_bucket(length: int, limit: int) -> int:
     return min(limit, max(64, -(-int(length) // 64) * 64))
 
 
-def rotation_matrices(cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """RoPE as matrices: x·cos + rotate_half(x)·sin == x @ R for a row vector x, with
-    rotate_half([x1, x2]) = [-x2, x1] (Hugging Face's layout). cos, sin (..., d) -> R
-    (..., d, d): R[j, j] = cos_j; R[j + d/2, j] = -sin_j and R[j, j + d/2] = sin_(j+d/2)."""
-    d = cos.shape[-1]
-    half, j = d // 2, np.arange(d // 2)
-    r = np.zeros(cos.shape + (d,), np.float32)
-    r[..., np.arange(d), np.arange(d)] = cos
-    r[..., j + half, j] = -sin[..., :half]
-    r[..., j, j + half] = sin[..., half:]
-    return r
-
-
 class StepInputs:
     """The host-side inputs of the engine calls of one batch, built with the model's own
     ``attention_bias`` and rotary embedding: a query in slot j attends to the real tokens
     in slots <= j. One decode step's inputs come from a ``block`` of steps built in one
     NumPy call; ``span`` builds those of several consecutive slots at once (a prefill)."""
 
-    def __init__(self, model, mask: np.ndarray, slots: int, block: int = 32):
+    def __init__(self, model, mask: np.ndarray, slots: int, block: int = 32, engine=DecodeEngine):
         self.body, self.mask, self.slots, self.block = model.model, mask, slots, block
-        self.start = None
+        self.engine, self.start = engine, None
 
     def _build(self, start: int, stop: int):
-        """bias (B, H|1, T, slots) and rotation (B, T, 3, d, d) (or None) of slots
-        start..stop-1 (the third axis: q, k rotated by the token's angles, v unrotated)."""
+        """bias (B, H|1, T, slots) and cos, sin (B, 1, T, d) (or None) of slots start..stop-1."""
         part = attention_bias(stop - start, stop, self.mask[:, :stop], self.body.slopes).asnumpy()
         bias = np.full(part.shape[:3] + (self.slots,), MASK_VALUE, np.float32)
         bias[..., :stop] = part                                # empty slots masked
         if self.body.slopes is not None:
-            return bias, None
+            return bias, None, None
         positions = positions_from_mask(self.mask)[:, start:stop]
         # construct() on NumPy positions is NumPy code: calling the Cell inside a GRAPH
         # block would compile a graph with the positions baked in, once per block
-        cos, sin = (t.asnumpy()[:, 0] for t in self.body.rotary.construct(positions))
-        rotation = rotation_matrices(cos, sin)[:, :, None].repeat(3, 2)       # (B, T, 3, d, d)
-        rotation[:, :, 2] = np.eye(cos.shape[-1], dtype=np.float32)
-        return bias, rotation
+        cos, sin = (t.asnumpy() for t in self.body.rotary.construct(positions))
+        return bias, cos, sin
 
     def __call__(self, j: int):
-        """(bias, rotation, where) Tensors of the step whose token goes into slot ``j``."""
+        """The engine's input Tensors ((bias, cos, sin, where) for ``DecodeEngine``) of the
+        step whose token goes into slot ``j``."""
         if self.start is None or not self.start <= j < self.start + self.block:
             self.start = j
-            self.bias, self.rotation = self._build(j, min(j + self.block, self.mask.shape[1]))
+            self.parts = self._build(j, min(j + self.block, self.mask.shape[1]))
         i = j - self.start
-        return Tensor(self.bias[:, :, i:i + 1]), self._flat(self.rotation, i, i + 1), \
-            Tensor(self.where(j, j + 1))
+        return self._tensors(self.parts, i, i + 1) + (Tensor(self.where(j, j + 1)),)
 
     def span(self, start: int, stop: int):
-        """(bias, rotation, where) Tensors of one call that writes slots start..stop-1."""
-        bias, rotation = self._build(start, stop)
-        return Tensor(bias), self._flat(rotation, 0, stop - start), Tensor(self.where(start, stop))
+        """The engine's input Tensors of one call that writes slots start..stop-1."""
+        parts = self._build(start, stop)
+        return self._tensors(parts, 0, stop - start) + (Tensor(self.where(start, stop)),)
 
-    @staticmethod
-    def _flat(rotation, start: int, stop: int):
-        if rotation is None:
-            return None
-        part = rotation[:, start:stop]
-        return Tensor(np.ascontiguousarray(part).reshape((-1,) + part.shape[-2:]))
+    def _tensors(self, parts, start: int, stop: int):
+        parts = (None if p is None else p[:, :, start:stop] for p in parts)
+        return tuple(None if p is None else Tensor(np.ascontiguousarray(p))
+                     for p in self.engine.host_inputs(*parts))
 
     def where(self, start: int, stop: int) -> np.ndarray:
-        """(B, H, T, 3) [row, head, slot] indices: where the keys/values of slots
+        """(B, H_kv, T, 3) [row, head, slot] indices: where the keys/values of slots
         start..stop-1 go."""
-        b, h, t = self.mask.shape[0], self.body.config.num_heads, stop - start
+        b, h, t = self.mask.shape[0], self.body.config.kv_heads, stop - start
         rows, heads, slots = np.meshgrid(np.arange(b), np.arange(h), np.arange(start, stop),
                                          indexing="ij")
         return np.stack([rows, heads, slots], -1).astype(np.int32).reshape(b, h, t, 3)
@@ -525,7 +451,7 @@ def prefill_width(length: int, new_tokens: int, limit: int) -> int:
 
 
 def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0,
-                     width: int | None = None) -> DecodeState:
+                     width: int | None = None, engine: str = "auto") -> DecodeState:
     """``prefill`` with the compiled engine, into a cache of ``slots`` fixed slots. The
     prompts are left-padded to ``width`` columns (default: the longest prompt; a pad's key
     is masked for everyone). From ``PREFILL_MIN`` columns on they go through the engine in
@@ -538,10 +464,10 @@ def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0,
         ids, mask = np.pad(ids, ((0, 0), (grow, 0)), constant_values=pad_id), np.pad(mask, ((0, 0), (grow, 0)))
     if ids.shape[1] > slots:
         raise ValueError(f"A prompt of {ids.shape[1]} tokens does not fit in {slots} slots.")
-    engine = decode_engine(model, len(ids), slots)
+    engine = decode_engine(model, len(ids), slots, engine)
     engine.clear()                   # what an earlier generation left in the slots goes
-    inputs = StepInputs(model, mask, slots)
-    with execution_mode("graph"):
+    inputs = StepInputs(model, mask, slots, engine=engine)
+    with execution_mode(engine.mode):
         if ids.shape[1] >= PREFILL_MIN:
             _, logits = engine(Tensor(ids), *inputs.span(0, ids.shape[1]))
         else:
@@ -564,16 +490,22 @@ def _compiled_step(model, state: DecodeState, tokens, mode: str = "graph") -> np
     width, slots = state.attention_mask.shape[1], state.cache.seq_len
     if width > slots:
         raise ValueError(f"The reserved cache ({slots} slots) is full; reserve more slots.")
-    inputs = StepInputs(model, state.attention_mask, slots, block=1)(width - 1)
+    inputs = StepInputs(model, state.attention_mask, slots, block=1,
+                        engine=state.cache.engine)(width - 1)
     with execution_mode(mode):
         _, logits = state.cache.engine(Tensor(np.asarray(tokens, np.int32)), *inputs)
     return logits.asnumpy()
 
 
+READ_EVERY = 16     # greedy ids are read back in blocks: no host wait after every step
+
+
 def greedy_decode(model, state: DecodeState, first, steps: int, eos=frozenset()) -> np.ndarray:
     """``steps`` greedy tokens per row after ``first`` (B,) with the compiled engine, the
     choice made on the device (argmax) and fed straight into the next step: the host only
-    builds the step inputs and reads the chosen ids (to stop when every row has hit EOS).
+    builds the step inputs and reads the chosen ids, ``READ_EVERY`` steps at a time (to
+    stop once every row has hit EOS: up to READ_EVERY - 1 steps past it are computed and
+    returned; ``generate`` cuts each row after its EOS).
     Returns (B, <= steps + 1) ids: ``first`` and the new ones (``state.logits`` is left as
     it was: the logits never leave the device)."""
     engine, width = state.cache.engine, state.attention_mask.shape[1]
@@ -583,17 +515,20 @@ def greedy_decode(model, state: DecodeState, first, steps: int, eos=frozenset())
                          f"{steps} more tokens; reserve more slots.")
     mask = np.ones((state.batch_size, total), np.int32)
     mask[:, :width] = state.attention_mask
-    inputs = StepInputs(model, mask, state.cache.seq_len)
+    inputs = StepInputs(model, mask, state.cache.seq_len, engine=engine)
     chosen = [np.asarray(first, np.int32).reshape(-1, 1)]
     done = np.isin(chosen[0][:, 0], list(eos))
-    token = Tensor(chosen[0])
-    with execution_mode("graph"):
+    token, pending = Tensor(chosen[0]), []
+    with execution_mode(engine.mode):
         for j in range(width, total):
             token, _ = engine(token, *inputs(j))
-            chosen.append(token.asnumpy())
-            done |= np.isin(chosen[-1][:, 0], list(eos))
-            if done.all():
-                break
+            pending.append(token)
+            if len(pending) == READ_EVERY or j == total - 1:   # read a block of ids at once
+                chosen += [t.asnumpy() for t in pending]
+                pending = []
+                done |= np.isin(np.concatenate(chosen, 1), list(eos)).any(1)
+                if done.all():
+                    break
     ids = np.concatenate(chosen, 1)
     state.input_ids = np.concatenate([state.input_ids, ids[:, :-1]], 1)
     state.attention_mask = mask[:, :state.input_ids.shape[1]]
@@ -626,12 +561,13 @@ def eos_set(eos_id) -> set:
 def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float = 1.0,
              top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0,
              eos_id=None, pad_id: int = 0, do_sample: bool = False, seed: int = 0,
-             use_cache: bool = True) -> list[list[int]]:
+             use_cache: bool = True, engine: str = "auto") -> list[list[int]]:
     """Continue every prompt by up to ``max_new_tokens`` tokens; return the NEW ids per
     prompt. A sequence stops after it emits ``eos_id`` (an int or a list of ids; the EOS
     token is the last id returned). ``do_sample=False`` is greedy decoding. With sampling,
     prompt i draws from ``numpy.random.default_rng(seed + i)``: reproducible and independent
-    of the other rows."""
+    of the other rows. ``engine`` picks the compiled decode step (``engine_kind``:
+    "layers", "folded" or "auto")."""
     check_generate_args(model, prompts_ids, temperature=temperature, do_sample=do_sample)
     _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
     eos = eos_set(eos_id)
@@ -648,7 +584,7 @@ def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float
     if use_cache:                   # fixed shapes: the compiled engine, prompt and new tokens
         width = prefill_width(longest, max_new_tokens, limit)
         state = compiled_prefill(model, prompts_ids, cache_bucket(width + max_new_tokens, limit),
-                                 pad_id, width)
+                                 pad_id, width, engine)
     else:
         state = prefill(model, prompts_ids, pad_id, use_cache=False)
     if use_cache and not do_sample and repetition_penalty == 1.0:     # greedy on the device
