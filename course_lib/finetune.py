@@ -30,7 +30,14 @@ import numpy as np
 from . import memory
 
 TARGETS = {"internlm": ("q_proj", "v_proj"), "llama": ("q_proj", "v_proj"),
+           "llama2": ("q_proj", "v_proj"), "llama3": ("q_proj", "v_proj"),
+           "qwen2": ("q_proj", "v_proj"), "qwen3": ("q_proj", "v_proj"),
+           "internlm2": ("wqkv",), "baichuan2-7b": ("W_pack",), "baichuan2-13b": ("W_pack",),
            "baichuan-13b": ("W_pack",), "baichuan-7b": ("W_pack",)}
+# The token that ends an assistant turn in each family's chat format (what the model must
+# learn to emit); families not listed end it with the tokenizer's EOS.
+END_OF_TURN = {"qwen2": "<|im_end|>", "qwen3": "<|im_end|>", "internlm2": "<|im_end|>",
+               "llama3": "<|eot_id|>"}
 
 
 def lora_plan(config, targets, r: int, device_gib: float, seq_len: int, micro_batch: int = 1,
@@ -39,8 +46,10 @@ def lora_plan(config, targets, r: int, device_gib: float, seq_len: int, micro_ba
     trained in mixed precision (16 B/parameter), activations of one micro-batch with full
     recomputation."""
     h, L = config.hidden_size, config.num_layers
-    per_layer = {"q_proj": 2 * h, "k_proj": 2 * h, "v_proj": 2 * h, "o_proj": 2 * h,
-                 "W_pack": 4 * h, "gate_proj": h + config.intermediate_size,
+    q, kv, _ = config.qkv_sizes
+    per_layer = {"q_proj": h + q, "k_proj": h + kv, "v_proj": h + kv, "o_proj": q + h,
+                 "W_pack": h + q + 2 * kv, "wqkv": h + q + 2 * kv,
+                 "gate_proj": h + config.intermediate_size,
                  "up_proj": h + config.intermediate_size, "down_proj": h + config.intermediate_size}
     trainable = L * r * sum(per_layer[t] for t in targets)
     state = memory.training_state_bytes(trainable, config.num_parameters(), "mixed", dtype)
@@ -60,7 +69,7 @@ PRESETS = {"internlm-7b": None, "baichuan-13b": None, "baichuan-7b": None}
 
 
 def print_plan(config, r: int, device_gib: float, seq_len: int, micro_batch: int) -> bool:
-    targets = ("W_pack",) if config.fused_qkv else ("q_proj", "v_proj")
+    targets = (config.qkv_name,) if config.fused_qkv else ("q_proj", "v_proj")
     plan, fits = lora_plan(config, targets, r, device_gib, seq_len, micro_batch)
     print(f"LoRA plan for {config.name} on one {device_gib:g} GiB device (r={r}, {targets}, "
           f"micro-batch {micro_batch} x {seq_len} tokens, bf16 base, recompute): GiB "
@@ -73,6 +82,8 @@ def read_examples(path, tokenizer, model, max_len: int):
     from .conversation import chat_format
     from .pipelines import IGNORE_INDEX
     rows, targets = [], []
+    name = END_OF_TURN.get(getattr(model, "family", None))
+    end = tokenizer.token_to_id(name) if name else tokenizer.eos_id
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -83,8 +94,8 @@ def read_examples(path, tokenizer, model, max_len: int):
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AssertionError):
             raise ValueError(f"{path}:{n}: each line must be {{\"messages\": [..., "
                              "{\"role\": \"assistant\", \"content\": ...}]}.") from None
-        prompt, stop = chat_format(model, tokenizer, context)
-        reply = tokenizer.encode(answer["content"], add_special_tokens=False) + [min(stop)]
+        prompt, _ = chat_format(model, tokenizer, context)
+        reply = tokenizer.encode(answer["content"], add_special_tokens=False) + [end]
         ids = (prompt + reply)[: max_len + 1]
         mask = ([0] * len(prompt) + [1] * len(reply))[: max_len + 1]
         row = np.zeros(max_len + 1, np.int32)
@@ -107,10 +118,11 @@ def run(model_dir, data, *, steps: int = 20, r: int = 8, alpha: float = 16.0, lr
     from .hf_tokenizer import load_hf_tokenizer
     from .lora import inject_lora, lora_parameters, save_adapter
     from .pipelines import PairSource, make_dataset
-    from .pretrained import family_of, from_pretrained
+    from .families import config_from_hf, family_of
+    from .pretrained import from_pretrained
     from .trainer import LLMTrainer
     hf_cfg = hf_weights.read_config(model_dir)
-    config = hf_weights.config_from_hf(hf_cfg)
+    config = config_from_hf(hf_cfg)
     family = family_of(hf_cfg, config)
     targets = TARGETS[family]
     plan, fits = lora_plan(config, targets, r, device_gib, max_len, batch_size)

@@ -25,7 +25,7 @@ copied into its parameter in the parameter's dtype (bf16 stays bf16: NumPy gets
 pages once copied. Peak host memory is the parameters plus a few MB (at most 1.15x for
 a 142M-parameter bf16 load: tests/test_pretrained.py measures and prints it), not the
 checkpoint twice. PyTorch ``.bin`` pickles go through ONE safe loader,
-``course_lib.migration.convert.load_torch_bin`` (``torch.load(weights_only=True)``, refusing
+``load_torch_bin`` (``torch.load(weights_only=True)``, refusing
 anything but tensors).
 
 Loading is strict and every problem is diagnosed by one checker, ``check_compatible``
@@ -43,6 +43,7 @@ from __future__ import annotations
 import ctypes
 import json
 import mmap
+import pickle
 import re
 import struct
 import sys
@@ -73,6 +74,77 @@ class CheckpointError(ValueError):
 
 def is_float(dtype) -> bool:
     return np.dtype(dtype) in [np.dtype(d) for d in FLOAT_DTYPES]
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """A PyTorch pickle that holds more than plain tensors (and could execute code)."""
+
+
+# --------------------------------------------------------------------------------------
+# Reading PyTorch pickles safely (the course's only pickle entry point)
+# --------------------------------------------------------------------------------------
+def _tensor_to_numpy(t) -> np.ndarray:
+    """A zero-copy NumPy view of a CPU tensor in ITS dtype: bfloat16 (which NumPy lacks)
+    becomes ``ml_dtypes.bfloat16`` through a bit-level view, never a float32 copy."""
+    import ml_dtypes
+    import torch
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def load_torch_bin(path, mmap: bool = False) -> dict[str, np.ndarray]:
+    """One PyTorch ``.bin``/``.pt`` file -> ``{name: array}`` — THE course's only way to open
+    a pickle, refusing unsafe ones.
+
+    ``torch.load(weights_only=True)`` only rebuilds tensors, dicts, lists and numbers; a
+    pickle that references any other Python object (a class, ``os.system``...) is
+    rejected before anything runs. Arrays keep the file's dtype (bf16 included). With
+    ``mmap=True`` the file is memory-mapped (zip-format ``.bin``, what ``torch.save``
+    writes since PyTorch 1.6) and the arrays are views of the map: nothing is read until
+    used, which is how this module streams a 10 GB shard."""
+    torch = real_torch()
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No PyTorch checkpoint at {path}.")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as err:
+        reason = str(err).strip().splitlines()
+        detail = next((l.strip() for l in reason if "GLOBAL" in l or "Unsupported" in l), reason[0] if reason else "")
+        raise UnsafeCheckpointError(
+            f"{path} is not a plain tensor checkpoint: its pickle references Python objects "
+            f"that torch.load(weights_only=True) will not rebuild ({detail}). Loading it "
+            "unrestricted could execute arbitrary code, so it is refused. Ask the publisher "
+            "for a .safetensors file, or re-save a state_dict of tensors only.") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise CheckpointError(f"{path} is not a readable PyTorch checkpoint ({type(err).__name__}: "
+                              f"{first}). It is truncated or corrupt: re-download or re-save it.") from None
+    if isinstance(obj, Mapping) and "state_dict" in obj and isinstance(obj["state_dict"], Mapping):
+        obj = obj["state_dict"]          # Lightning-style wrapper: the weights are inside
+    if not isinstance(obj, Mapping):
+        raise UnsafeCheckpointError(f"{path} holds a {type(obj).__name__}, not a "
+                                    "{name: tensor} state_dict. Save model.state_dict().")
+    not_tensors = [f"{k} ({type(v).__name__})" for k, v in obj.items() if not torch.is_tensor(v)]
+    if not_tensors:
+        raise UnsafeCheckpointError(f"{path} mixes non-tensor entries into the state_dict: "
+                                    f"{not_tensors[:5]}. Save model.state_dict() only.")
+    return {k: _tensor_to_numpy(v) for k, v in obj.items()}
+
+
+def real_torch():
+    """Import and return the real PyTorch, refusing mindtorch's stand-in."""
+    import torch
+    origin = str(getattr(torch, "__file__", ""))
+    if "mindtorch" in origin.replace("\\", "/"):
+        raise RuntimeError(
+            "`import torch` resolves to mindtorch in this process (mindnlp/mindtorch was "
+            f"imported; torch.__file__ = {origin}). The mapping checks need the real PyTorch "
+            "as an independent reference: run them in a fresh process or kernel that does not "
+            "import mindnlp.")
+    return torch
 
 
 # --------------------------------------------------------------------------------------
@@ -149,7 +221,6 @@ def _read_shard(path: Path) -> dict[str, np.ndarray]:
     """Memory-mapped, file-backed views of one shard (safetensors or a zip-format .bin)."""
     if path.suffix == ".safetensors":
         return read_safetensors(path)
-    from .migration.convert import load_torch_bin     # the one safe .bin loader
     return load_torch_bin(path, mmap=True)
 
 
@@ -443,20 +514,24 @@ def copy_into(param, array, release: bool = False) -> None:
     param.set_data(dst)
 
 
-def load_weights(model, source, strict: bool = True) -> dict:
+def load_weights(model, source, strict: bool = True, rename=None) -> dict:
     """Check, then copy a checkpoint (a path — file or model directory — or ``{name:
     array}``) into ``model``, streaming shard by shard; each tensor is converted to its
-    parameter's dtype. Returns ``{'missing', 'unexpected', 'skipped'}``. Nothing is
+    parameter's dtype. ``rename`` maps a checkpoint key to the model's name (InternLM2:
+    ``families.renamer``). Returns ``{'missing', 'unexpected', 'skipped'}``. Nothing is
     copied unless the whole checkpoint fits."""
     params = dict(model.parameters_and_names())
+    rename = rename or (lambda key: key)
     if isinstance(source, Mapping):
-        report = check_compatible(model_signature(model), source, source="state dict",
+        found = {rename(k): v for k, v in source.items()}
+        report = check_compatible(model_signature(model), found, source="state dict",
                                   strict=strict)
-        items = iter(source.items())
+        items = iter(found.items())
     else:
-        report = check_compatible(model_signature(model), checkpoint_signature(source),
-                                  source=str(source), strict=strict)
-        items = iter_checkpoint(source)
+        found = {rename(k): v for k, v in checkpoint_signature(source).items()}
+        report = check_compatible(model_signature(model), found, source=str(source),
+                                  strict=strict)
+        items = ((rename(k), v) for k, v in iter_checkpoint(source))
     for name, arr in items:
         if name in params:
             copy_into(params[name], arr, release=not isinstance(source, Mapping))
@@ -493,122 +568,6 @@ def fuse_qkv(state: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-# --------------------------------------------------------------------------------------
-# config.json: which architecture is this directory?
-# --------------------------------------------------------------------------------------
-def hf_config(config) -> dict:
-    """A Hugging Face style ``config.json`` for a course config, with the real repos'
-    evidence keys (``architectures``, ``model_max_length`` vs ``max_position_embeddings``)
-    plus one course key, ``position_embedding``, so ALiBi vs RoPE is explicit."""
-    c = config
-    d = {"hidden_size": c.hidden_size, "intermediate_size": c.intermediate_size,
-         "num_attention_heads": c.num_heads, "num_hidden_layers": c.num_layers,
-         "vocab_size": c.vocab_size, "rms_norm_eps": c.rms_norm_eps, "hidden_act": "silu",
-         "tie_word_embeddings": False, "initializer_range": c.init_std,
-         "position_embedding": c.position, "course_name": c.name}
-    if c.fused_qkv:
-        arch = "BaichuanForCausalLM" if c.position == "alibi" else "BaiChuanForCausalLM"
-        d.update(architectures=[arch], model_type="baichuan")
-    else:
-        d.update(architectures=["InternLMForCausalLM"], model_type="internlm",
-                 bias=bool(c.qkv_bias and c.o_bias))
-    if c.position == "alibi":
-        d["model_max_length"] = c.max_seq_len
-    else:
-        d.update(max_position_embeddings=c.max_seq_len, rope_theta=c.rope_base)
-    return d
-
-
-def baichuan_position(d: Mapping) -> str:
-    """ALiBi or RoPE for a Baichuan ``config.json``, from the file's own evidence — never
-    from the width. The two published families differ in three places:
-
-    * Baichuan-13B (baichuan-inc/Baichuan-13B-Base, -Chat): ``"architectures":
-      ["BaichuanForCausalLM"]`` and ``model_max_length`` (its ``configuration_baichuan.py``
-      has no ``max_position_embeddings``); ``modeling_baichuan.py`` builds the ALiBi mask
-      (``_get_interleave``/``_gen_alibi_mask``).
-    * Baichuan-7B (baichuan-inc/Baichuan-7B): ``["BaiChuanForCausalLM"]`` (capital C) and
-      ``max_position_embeddings``; RoPE. vLLM's registry maps the two class names the same
-      way (``BaiChuanForCausalLM`` = "Baichuan 7B", ROPE; ``BaichuanForCausalLM`` =
-      "Baichuan 13B", ALIBI).
-    * Baichuan2 (vocab 125696, ``z_loss_weight``) normalises ``lm_head`` rows (NormHead):
-      a different network, refused.
-    The course's own key ``position_embedding`` wins when present."""
-    if d.get("vocab_size") == 125696 or "z_loss_weight" in d:
-        raise CheckpointError("This is a Baichuan2 checkpoint (vocab 125696 / z_loss_weight): "
-                              "Baichuan2 normalises the lm_head rows (NormHead), which the "
-                              "course model does not implement. Use Baichuan-13B/-7B.")
-    if d.get("position_embedding") in ("alibi", "rope"):
-        return d["position_embedding"]
-    archs = set(d.get("architectures") or [])
-    votes = set()
-    if "BaichuanForCausalLM" in archs:
-        votes.add("alibi")
-    if "BaiChuanForCausalLM" in archs:
-        votes.add("rope")
-    has_mml, has_mpe = "model_max_length" in d, "max_position_embeddings" in d
-    if has_mml != has_mpe:
-        votes.add("alibi" if has_mml else "rope")
-    if len(votes) != 1:
-        raise CheckpointError(
-            f"Cannot tell ALiBi (Baichuan-13B) from RoPE (Baichuan-7B) from this config.json "
-            f"(architectures={sorted(archs)}, model_max_length={has_mml}, "
-            f"max_position_embeddings={has_mpe}): add \"position_embedding\": \"alibi\" or "
-            "\"rope\" to config.json.")
-    return votes.pop()
-
-
-def config_from_hf(d: Mapping):
-    """Course config from a ``config.json`` of Baichuan-13B/-7B, InternLM(-chat)-7B or Llama.
-    InternLM-7B's config (internlm/internlm-7b, ``configuration_internlm.py`` in
-    InternLM/InternLM tools/transformers): ``model_type: internlm``, ``bias: true`` (q/k/v/o
-    biases), ``max_position_embeddings: 2048``, vocab 103168."""
-    from .baichuan import BaichuanConfig
-    from .internlm import InternLMConfig
-    kind = d.get("model_type")
-    if kind not in ("baichuan", "internlm", "llama"):
-        raise CheckpointError(f"Unknown model_type {kind!r} in config.json; the course loads "
-                              "'baichuan' (7B/13B), 'internlm' (first generation) and 'llama' "
-                              "(without GQA). InternLM2 ('internlm2') is not implemented.")
-    try:
-        common = dict(vocab_size=d["vocab_size"], hidden_size=d["hidden_size"],
-                      num_layers=d["num_hidden_layers"], num_heads=d["num_attention_heads"],
-                      intermediate_size=d["intermediate_size"],
-                      rms_norm_eps=d.get("rms_norm_eps", 1e-6),
-                      init_std=d.get("initializer_range", 0.02),
-                      name=d.get("course_name", kind))
-    except KeyError as e:
-        raise CheckpointError(f"config.json lacks {e}; it is not a complete model config.") from None
-    if d.get("num_key_value_heads", d["num_attention_heads"]) != d["num_attention_heads"]:
-        raise CheckpointError("This checkpoint uses grouped-query attention (num_key_value_heads "
-                              "< num_attention_heads), which the course models do not implement.")
-    if d.get("rope_scaling"):
-        raise CheckpointError(f"rope_scaling={d['rope_scaling']} is not implemented by the course "
-                              "model; remove it only if you know the checkpoint does not need it.")
-    max_len = d.get("model_max_length") or d.get("max_position_embeddings") or 4096
-    if kind == "baichuan":
-        return BaichuanConfig(**common, max_seq_len=max_len, position=baichuan_position(d),
-                              rope_base=d.get("rope_theta", 10000.0))
-    bias = bool(d.get("bias", d.get("attention_bias", kind == "internlm")))
-    return InternLMConfig(**common, max_seq_len=max_len, rope_base=d.get("rope_theta", 10000.0),
-                          qkv_bias=bias, o_bias=bias)
-
-
-def llama_config_kwargs(config) -> dict:
-    """Arguments for ``transformers.LlamaConfig`` describing the same network (InternLM,
-    or Baichuan-7B after ``split_w_pack``). ALiBi models have no Llama equivalent."""
-    if config.position != "rope":
-        raise ValueError("Only RoPE models have a Llama equivalent; Baichuan-13B uses ALiBi.")
-    if config.qkv_bias != config.o_bias:
-        raise ValueError("Llama's attention_bias switches q/k/v and o biases together.")
-    return dict(vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-                intermediate_size=config.intermediate_size, num_hidden_layers=config.num_layers,
-                num_attention_heads=config.num_heads, num_key_value_heads=config.num_heads,
-                max_position_embeddings=config.max_seq_len, rms_norm_eps=config.rms_norm_eps,
-                rope_theta=config.rope_base, attention_bias=bool(config.qkv_bias),
-                mlp_bias=False, tie_word_embeddings=False, hidden_act="silu")
-
-
 def read_config(directory) -> dict:
     """``directory/config.json`` as a dict, with errors that say what is wrong."""
     directory = Path(directory)
@@ -625,24 +584,6 @@ def read_config(directory) -> dict:
         return json.loads((directory / CONFIG_NAME).read_text())
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{directory / CONFIG_NAME} is not valid JSON ({e}).") from None
-
-
-def save_pretrained(model, directory, dtype=np.float32, max_shard_bytes: int | None = None) -> Path:
-    """``config.json`` + safetensors weights (sharded if ``max_shard_bytes``) in Hugging Face
-    layout. Returns the directory."""
-    directory = Path(directory)
-    save_state_dict(state_dict(model), directory, max_shard_bytes, dtype=dtype)
-    cfg = hf_config(model.config)
-    cfg["torch_dtype"] = {np.float32: "float32", np.float16: "float16"}.get(np.dtype(dtype).type, "float32")
-    (directory / CONFIG_NAME).write_text(json.dumps(cfg, indent=2))
-    return directory
-
-
-def load_pretrained(directory, lazy: bool = True):
-    """Float32 course model from a Hugging Face directory (kept for chapter 06; for half
-    precision, memory planning and the real checkpoints use ``course_lib.from_pretrained``)."""
-    from .pretrained import from_pretrained
-    return from_pretrained(directory, dtype="float32", verbose=False)
 
 
 def convert_torch_checkpoint(src, dst) -> Path:

@@ -90,7 +90,8 @@ def _export(out_dir, input_ids, prompt_ids, max_new_tokens, pretrained, seed):
     import course_lib as cl
     from mindspore import Tensor
     from .generation import generate
-    from .hf_weights import llama_config_kwargs, save_pretrained
+    from .families import llama_config_kwargs
+    from .pretrained import save_pretrained
     from .tokenizer import load_tokenizer
     cl.setup(device="CPU", seed=seed, quiet=True)
     tok = load_tokenizer()
@@ -120,8 +121,8 @@ def _logits(model_dir, input_ids, out):
     _no_mindnlp()
     import course_lib as cl
     from mindspore import Tensor
-    from .hf_weights import load_pretrained
+    from .pretrained import from_pretrained
     cl.setup(device="CPU", quiet=True)
-    model = load_pretrained(model_dir)
+    model = from_pretrained(model_dir, dtype="float32", verbose=False)
     model.set_train(False)
     np.save(out, model(Tensor(np.asarray(input_ids, np.int32))).asnumpy())

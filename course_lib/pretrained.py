@@ -5,10 +5,11 @@
 What happens, in order (each step is a function below, ~20 lines each):
 
 1. **Which network?** ``config.json`` is read and the architecture decided from the file's
-   own evidence (``hf_weights.config_from_hf``): Baichuan-13B (ALiBi) vs Baichuan-7B (RoPE)
-   by ``architectures``/``model_max_length``/``max_position_embeddings`` — never by the
-   width; InternLM-7B by ``model_type: internlm`` + ``bias``. Anything else (Baichuan2's
-   NormHead, InternLM2, GQA) is refused with the reason.
+   own evidence (``families.config_from_hf``): Qwen2/2.5, Qwen3, Llama-2/-3, InternLM2/2.5,
+   Baichuan2-7B/-13B, and the first generation — Baichuan-13B (ALiBi) vs Baichuan-7B
+   (RoPE) by ``architectures``/``model_max_length``/``max_position_embeddings``, never by
+   the width; InternLM-7B by ``model_type: internlm`` + ``bias``. What the course's layers
+   do not compute (sliding windows, MoE, yarn rope scaling, ...) is refused with the reason.
 2. **Will it fit?** ``memory.load_plan`` is printed for this host (and device), and the
    load is refused *before reading a byte of weights* when the peak does not fit.
 3. **Build without weights.** ``no_init_parameters`` builds the Cell with placeholder
@@ -40,7 +41,9 @@ import json
 import time
 from pathlib import Path
 
-from . import hf_weights, memory
+import numpy as np
+
+from . import families, hf_weights, memory
 
 DTYPES = ("float32", "float16", "bfloat16")
 GENERATION_CONFIG = "generation_config.json"
@@ -53,13 +56,7 @@ def _ms_dtype(name: str):
     return {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}[name]
 
 
-def family_of(hf_cfg: dict, config) -> str:
-    """``baichuan-13b`` / ``baichuan-7b`` / ``internlm`` / ``llama``: selects the chat format
-    and stop ids (``course_lib.conversation``)."""
-    kind = hf_cfg.get("model_type")
-    if kind == "baichuan":
-        return "baichuan-13b" if config.position == "alibi" else "baichuan-7b"
-    return kind
+family_of = families.family_of      # the family string: chat format, stop ids, LoRA targets
 
 
 def compute_dtype_for(dtype: str, device: str) -> str:
@@ -69,16 +66,24 @@ def compute_dtype_for(dtype: str, device: str) -> str:
     return dtype
 
 
+def model_class(config):
+    """The Cell class for a course config: Baichuan's and InternLM's named subclasses, the
+    plain ``CausalLM`` for the newer families (same layers, parameter names)."""
+    from .baichuan import BaichuanConfig, BaichuanForCausalLM
+    from .internlm import InternLMConfig, InternLMForCausalLM
+    from .layers import CausalLM
+    if isinstance(config, BaichuanConfig):
+        return BaichuanForCausalLM
+    return InternLMForCausalLM if isinstance(config, InternLMConfig) else CausalLM
+
+
 def build_empty(config, dtype: str):
     """The course model for ``config`` with un-allocated parameters of ``dtype``."""
     import mindspore as ms
     from mindspore.nn.utils import no_init_parameters
-    from .baichuan import BaichuanConfig, BaichuanForCausalLM
-    from .internlm import InternLMForCausalLM
-    cls = BaichuanForCausalLM if isinstance(config, BaichuanConfig) else InternLMForCausalLM
     target = _ms_dtype(dtype)
     with no_init_parameters():
-        model = cls(config)
+        model = model_class(config)(config)
         if target != ms.float32:
             _lazy_retype(model, target)
     return model
@@ -121,7 +126,8 @@ def _device_gib():
 def from_pretrained(path, dtype: str = "float16", *, compute_dtype: str | None = None,
                     host_memory_gib: float | None = None, device_memory_gib: float | None = None,
                     verbose: bool = True):
-    """Baichuan-13B(-Chat), Baichuan-7B or InternLM(-chat)-7B from its downloaded directory,
+    """Any family of ``families`` (Qwen2/2.5, Qwen3, Llama-2/-3, InternLM2/2.5, Baichuan2,
+    Baichuan-13B/-7B, InternLM-7B) from its downloaded directory,
     parameters in ``dtype``. Prints the memory plan and the load time (``verbose``);
     raises ``MemoryError`` with the numbers when the plan does not fit, ``CheckpointError``
     with a diagnosis when the files do not fit the architecture. The returned model has
@@ -129,7 +135,8 @@ def from_pretrained(path, dtype: str = "float16", *, compute_dtype: str | None =
     import mindspore as ms
     path = Path(path)
     hf_cfg = hf_weights.read_config(path)
-    config = hf_weights.config_from_hf(hf_cfg)
+    config = families.config_from_hf(hf_cfg)
+    family = families.family_of(hf_cfg, config)
     plan = plan_for(config, dtype, host_memory_gib, device_memory_gib)
     if verbose:
         print(plan)
@@ -138,13 +145,13 @@ def from_pretrained(path, dtype: str = "float16", *, compute_dtype: str | None =
                           "a machine with more memory, or an Ascend device with enough HBM.")
     start = time.perf_counter()
     model = build_empty(config, dtype)
-    report = hf_weights.load_weights(model, path)
+    report = hf_weights.load_weights(model, path, rename=families.renamer(family))
     device = ms.get_context("device_target")
     compute = compute_dtype or compute_dtype_for(dtype, device)
     if compute != "float32" or dtype != "float32":
         model.to_float(_ms_dtype(compute))
     model.set_train(False)
-    model.family = family_of(hf_cfg, config)
+    model.family = family
     model.hf_config = hf_cfg
     model.generation_config = _read_json(path / GENERATION_CONFIG)
     model.load_report = dict(report, seconds=time.perf_counter() - start, dtype=dtype,
@@ -163,3 +170,15 @@ def _read_json(path: Path) -> dict:
         return json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise hf_weights.CheckpointError(f"{path} is not valid JSON ({e}).") from None
+
+
+def save_pretrained(model, directory, dtype=np.float32, max_shard_bytes: int | None = None) -> Path:
+    """``config.json`` (``families.hf_config``) + safetensors weights (sharded if
+    ``max_shard_bytes``) in Hugging Face layout: what ``from_pretrained`` reads back.
+    Returns the directory."""
+    directory = Path(directory)
+    hf_weights.save_state_dict(hf_weights.state_dict(model), directory, max_shard_bytes, dtype=dtype)
+    cfg = families.hf_config(model.config)
+    cfg["torch_dtype"] = {np.float32: "float32", np.float16: "float16"}.get(np.dtype(dtype).type, "float32")
+    (directory / hf_weights.CONFIG_NAME).write_text(json.dumps(cfg, indent=2))
+    return directory

@@ -381,13 +381,13 @@ def _check_shipped(directory: Path, provenance: dict, tokenizer) -> str:
 def load_shipped_base(tokenizer=None, directory: Path = SHIPPED_DIR):
     """The base in ``data/base/`` (float16 on disk, float32 in memory), checked against its
     provenance: ``(model, tokenizer, ZooInfo)``. Trains nothing, writes nothing."""
-    from .hf_weights import load_pretrained
+    from .pretrained import from_pretrained
     from .tokenizer import load_tokenizer
     directory = Path(directory)
     provenance = shipped_provenance(directory)
     tokenizer = tokenizer or load_tokenizer()
     digest = _check_shipped(directory, provenance, tokenizer)
-    model = load_pretrained(directory)
+    model = from_pretrained(directory, dtype="float32", verbose=False)
     model.set_train(False)
     info = ZooInfo(BASE, f"shipped-{digest[:12]}", directory / SHIPPED_WEIGHTS, False,
                    provenance["recipe"], provenance["history"], provenance["metrics"],
@@ -417,7 +417,7 @@ def build_base(out_dir: Path = SHIPPED_DIR, *, reuse_cache: bool = False,
     save it as float16 safetensors + config.json + tokenizer.json, measure the float16
     weights' validation perplexity, and write provenance.json. Returns the provenance."""
     import mindspore as ms
-    from .hf_weights import load_pretrained, save_pretrained
+    from .pretrained import from_pretrained, save_pretrained
     from .tokenizer import SHIPPED_PATH
     with at_scale("full"):
         recipe = pretrain_recipe()
@@ -427,7 +427,7 @@ def build_base(out_dir: Path = SHIPPED_DIR, *, reuse_cache: bool = False,
     shutil.rmtree(staging, ignore_errors=True)
     save_pretrained(model, staging, dtype=np.float16)
     shutil.copyfile(SHIPPED_PATH, staging / "tokenizer.json")
-    val = validation_perplexity(load_pretrained(staging), tok, recipe)
+    val = validation_perplexity(from_pretrained(staging, dtype="float32", verbose=False), tok, recipe)
     provenance = {"recipe": info.recipe, "sha256": sha256_of(staging / SHIPPED_WEIGHTS),
                   "tokenizer": _tokenizer_digest(tok), "eval_batches": EVAL_BATCHES,
                   "metrics": {**info.metrics, "val_loss_float16": val["loss"],

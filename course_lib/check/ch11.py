@@ -180,7 +180,7 @@ def _hidden_configs():
 
 
 def _kwargs_body(func):
-    from ..hf_weights import llama_config_kwargs
+    from ..families import llama_config_kwargs
     defaults = _llama_defaults()
     for config in _hidden_configs():
         got = func(config)
@@ -208,14 +208,14 @@ def _kwargs_body(func):
           solution=lambda: sol.llama_kwargs,
           wrong=((lambda: sol.wrong_course_names, "num_hidden_layers"), (lambda: sol.wrong_no_bias, "attention_bias=True"),
                  (lambda: sol.wrong_tied, "独立的权重")),
-          targets=("course_lib.hf_weights.llama_config_kwargs",),
+          targets=("course_lib.families.llama_config_kwargs",),
           question="在第 2 节“把课程的配置翻译成 `LlamaConfig` 的参数”的脚手架里写 `my_llama_kwargs(config)`："
                    "返回一个 dict，"
                    "使 `LlamaConfig(**my_llama_kwargs(config))` 与课程的 InternLM 配置（`course_lib.internlm.tiny()` 返回的 `InternLMConfig`）"
                    "描述**同一个网络**。第一代 InternLM 与 Llama 的结构有一处不同；"
                    "Llama 的哪些默认值与课程模型不一样？")
 def llama_kwargs(func) -> bool:
-    """``func(config)`` -> kwargs; compared (over LlamaConfig's defaults) with hf_weights.llama_config_kwargs."""
+    """``func(config)`` -> kwargs; compared (over LlamaConfig's defaults) with families.llama_config_kwargs."""
     return run_code_check("ch11.llama_kwargs", "逐项对应：num_layers→num_hidden_layers，num_heads→num_attention_heads"
                           "（也是 num_key_value_heads），max_seq_len→max_position_embeddings，rope_base→rope_theta；"
                           "再想想 InternLM-1 与 Llama 的结构差别。", lambda: _kwargs_body(func))

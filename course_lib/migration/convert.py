@@ -30,8 +30,10 @@ from typing import Mapping
 
 import numpy as np
 
-from .. import hf_weights
-from ..hf_weights import CheckpointError
+from .. import families, hf_weights
+# The one safe pickle reader lives in the file layer (hf_weights); chapter 13 uses it as
+# ``convert.load_torch_bin``.
+from ..hf_weights import CheckpointError, UnsafeCheckpointError, load_torch_bin  # noqa: F401
 
 TORCH_SUFFIXES = (".bin", ".pt", ".pth")
 # Entries a training checkpoint holds besides the weights (LLMTrainer.save, Model.train):
@@ -40,10 +42,6 @@ NON_MODEL_PREFIXES = ("adam_m.", "adam_v.", "moment1.", "moment2.", "moments.", 
 NON_MODEL_KEYS = {"global_step", "learning_rate", "current_iterator_step", "format", "step",
                   "total_steps", "batches_consumed", "data_seed", "history", "epoch_num",
                   "step_num", "loss_scale", "scale_sense"}
-
-
-class UnsafeCheckpointError(CheckpointError):
-    """A PyTorch pickle that holds more than plain tensors (and could execute code)."""
 
 
 @dataclass
@@ -67,61 +65,6 @@ class ConversionReport:
                  f"  cast {len(self.cast)}, skipped (optimizer/metadata) {len(self.skipped)}, "
                  f"missing {len(self.missing)}, unexpected {len(self.unexpected)}"]
         return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------
-# Reading PyTorch pickles safely
-# --------------------------------------------------------------------------------------
-def _tensor_to_numpy(t) -> np.ndarray:
-    """A zero-copy NumPy view of a CPU tensor in ITS dtype: bfloat16 (which NumPy lacks)
-    becomes ``ml_dtypes.bfloat16`` through a bit-level view, never a float32 copy."""
-    import ml_dtypes
-    import torch
-    t = t.detach()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
-
-
-def load_torch_bin(path, mmap: bool = False) -> dict[str, np.ndarray]:
-    """One PyTorch ``.bin``/``.pt`` file -> ``{name: array}`` — THE course's only way to open
-    a pickle, refusing unsafe ones.
-
-    ``torch.load(weights_only=True)`` only rebuilds tensors, dicts, lists and numbers; a
-    pickle that references any other Python object (a class, ``os.system``...) is
-    rejected before anything runs. Arrays keep the file's dtype (bf16 included). With
-    ``mmap=True`` the file is memory-mapped (zip-format ``.bin``, what ``torch.save``
-    writes since PyTorch 1.6) and the arrays are views of the map: nothing is read until
-    used, which is how ``hf_weights`` streams a 10 GB shard."""
-    from .mapping import real_torch
-    torch = real_torch()
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"No PyTorch checkpoint at {path}.")
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as err:
-        reason = str(err).strip().splitlines()
-        detail = next((l.strip() for l in reason if "GLOBAL" in l or "Unsupported" in l), reason[0] if reason else "")
-        raise UnsafeCheckpointError(
-            f"{path} is not a plain tensor checkpoint: its pickle references Python objects "
-            f"that torch.load(weights_only=True) will not rebuild ({detail}). Loading it "
-            "unrestricted could execute arbitrary code, so it is refused. Ask the publisher "
-            "for a .safetensors file, or re-save a state_dict of tensors only.") from None
-    except (RuntimeError, EOFError, OSError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise CheckpointError(f"{path} is not a readable PyTorch checkpoint ({type(err).__name__}: "
-                              f"{first}). It is truncated or corrupt: re-download or re-save it.") from None
-    if isinstance(obj, Mapping) and "state_dict" in obj and isinstance(obj["state_dict"], Mapping):
-        obj = obj["state_dict"]          # Lightning-style wrapper: the weights are inside
-    if not isinstance(obj, Mapping):
-        raise UnsafeCheckpointError(f"{path} holds a {type(obj).__name__}, not a "
-                                    "{name: tensor} state_dict. Save model.state_dict().")
-    not_tensors = [f"{k} ({type(v).__name__})" for k, v in obj.items() if not torch.is_tensor(v)]
-    if not_tensors:
-        raise UnsafeCheckpointError(f"{path} mixes non-tensor entries into the state_dict: "
-                                    f"{not_tensors[:5]}. Save model.state_dict() only.")
-    return {k: _tensor_to_numpy(v) for k, v in obj.items()}
 
 
 def read_torch_checkpoint(path) -> tuple[dict[str, np.ndarray], str]:
@@ -159,18 +102,14 @@ def _config_for(path: Path, config):
     if not cfg_file.exists():
         raise FileNotFoundError(f"No {hf_weights.CONFIG_NAME} next to {path}: pass the course "
                                 "config explicitly (e.g. config=internlm.tiny()).")
-    return hf_weights.config_from_hf(json.loads(cfg_file.read_text()))
+    return families.config_from_hf(json.loads(cfg_file.read_text()))
 
 
 def skeleton(config):
     """The course model for ``config`` with placeholder (never allocated) weights: enough
     to know every parameter's name, shape and dtype, even for a 13B model."""
-    from mindspore.nn.utils import no_init_parameters
-    from ..baichuan import BaichuanConfig, BaichuanForCausalLM
-    from ..internlm import InternLMForCausalLM
-    cls = BaichuanForCausalLM if isinstance(config, BaichuanConfig) else InternLMForCausalLM
-    with no_init_parameters():
-        return cls(config)
+    from ..pretrained import build_empty
+    return build_empty(config, "float32")
 
 
 def _dtype_name(a) -> str:
@@ -247,7 +186,7 @@ def mindspore_to_torch(src, dst_dir, config, dtype=np.float32, max_shard_bytes=N
     target = np.dtype(dtype)
     cast = [f"{k}: {v.dtype} -> {target}" for k, v in state.items() if v.dtype != target]
     hf_weights.save_state_dict(state, dst_dir, max_shard_bytes=max_shard_bytes, dtype=target)
-    cfg = hf_weights.hf_config(config)
+    cfg = families.hf_config(config)
     cfg["torch_dtype"] = {"float32": "float32", "float16": "float16"}.get(target.name, target.name)
     (dst_dir / hf_weights.CONFIG_NAME).write_text(json.dumps(cfg, indent=2))
     return ConversionReport(

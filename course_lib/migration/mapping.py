@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..hf_weights import real_torch  # noqa: F401  (the file layer owns the torch import guard)
 from ..runtime import execution_mode
 
 
@@ -63,19 +64,6 @@ class MappingRow:
 # --------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------
-def real_torch():
-    """Import and return the real PyTorch, refusing mindtorch's stand-in."""
-    import torch
-    origin = str(getattr(torch, "__file__", ""))
-    if "mindtorch" in origin.replace("\\", "/"):
-        raise RuntimeError(
-            "`import torch` resolves to mindtorch in this process (mindnlp/mindtorch was "
-            f"imported; torch.__file__ = {origin}). The mapping checks need the real PyTorch "
-            "as an independent reference: run them in a fresh process or kernel that does not "
-            "import mindnlp.")
-    return torch
-
-
 def _ms():
     import mindspore as ms
     return ms
