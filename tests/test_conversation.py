@@ -108,3 +108,151 @@ def test_printed_stream_escapes_control_characters(dirs, capsys):
     reply = chat(model, tok, MESSAGES[:1], max_new_tokens=10)
     assert reply == "\x06好\n\x1b\t"
     assert capsys.readouterr().out == "\\x06好\n\\x1b\t\n"
+
+
+# ---- the new families: prompt == the text each repo's own chat template renders ----
+from test_hf_tokenizer import make_bpe_dir, make_sp_dir  # noqa: E402
+
+M3 = [{"role": "user", "content": "你好"}, {"role": "assistant", "content": "有什么事？"},
+      {"role": "user", "content": "讲个故事, please."}]
+SYS = [{"role": "system", "content": "你是一个乐于助人的助手。"}] + M3
+TURNS = ("<|im_start|>user\n你好<|im_end|>\n<|im_start|>assistant\n有什么事？<|im_end|>\n"
+         "<|im_start|>user\n讲个故事, please.<|im_end|>\n<|im_start|>assistant\n")
+# Each string below was rendered at development time with jinja2 from the repo's template:
+# Qwen2.5: chat_template of Qwen/Qwen2.5-*-Instruct tokenizer_config.json (no tools branch);
+# Qwen3: ggml-org/llama.cpp models/templates/Qwen-Qwen3-0.6B.jinja (copy of Qwen/Qwen3-0.6B's),
+#   as stored in ye-NX/llama.cpp @ b354d7c9ecb76c97c07098617cdebbdfffa2583e;
+# Llama-3.2: ggerganov/llama.cpp models/templates/meta-llama-Llama-3.2-3B-Instruct.jinja
+#   @ 7b5e0803c84435e8005725d8f9ddceb5d1820443 (date_string="26 Jul 2024");
+# Llama-3/Llama-2/InternLM2: chat_template of meta-llama/Meta-Llama-3-8B-Instruct,
+#   meta-llama/Llama-2-7b-chat-hf, internlm/internlm2_5-1_8b-chat tokenizer_config.json.
+# Checked (see course_lib/conversation.py docstring): Llama-2 against meta-llama/llama
+#   llama/generation.py @ 689c7f261b9c (chat_completion); InternLM2 ids/stops against
+#   InternLM/InternLM chat/chat_format.md + chat/web_demo.py @ fe4c2eb273c6; the Llama-3.0,
+#   InternLM2 and Qwen2.5 template texts only against third-party copies (the HF repos' own
+#   tokenizer_config.json files were not found: unverified).
+RENDERED = {
+    ("qwen2", False): "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a "
+                      "helpful assistant.<|im_end|>\n" + TURNS,
+    ("qwen2", True): "<|im_start|>system\n你是一个乐于助人的助手。<|im_end|>\n" + TURNS,
+    ("qwen3", False): TURNS,
+    ("qwen3", True): "<|im_start|>system\n你是一个乐于助人的助手。<|im_end|>\n" + TURNS,
+    ("llama3", False): "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting "
+                       "Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+                       "<|start_header_id|>user<|end_header_id|>\n\n你好<|eot_id|><|start_header_id|>"
+                       "assistant<|end_header_id|>\n\n有什么事？<|eot_id|><|start_header_id|>user"
+                       "<|end_header_id|>\n\n讲个故事, please.<|eot_id|><|start_header_id|>assistant"
+                       "<|end_header_id|>\n\n",
+    ("llama3-0", True): "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n你是一个乐于"
+                        "助人的助手。<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n你好<|eot_id|>"
+                        "<|start_header_id|>assistant<|end_header_id|>\n\n有什么事？<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\n讲个故事, please.<|eot_id|>"
+                        "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    ("internlm2", True): "<s><|im_start|>system\n你是一个乐于助人的助手。<|im_end|>\n" + TURNS,
+    ("llama2", True): "<s>[INST] <<SYS>>\n你是一个乐于助人的助手。\n<</SYS>>\n\n你好 [/INST] 有什么事？ "
+                      "</s><s>[INST] 讲个故事, please. [/INST]",
+}
+GEN = {"qwen2": {"eos_token_id": [151645, 151643]}, "qwen3": {"eos_token_id": [151645, 151643]},
+       "llama3": {"eos_token_id": [128001, 128008, 128009]}, "internlm2": {"eos_token_id": [2, 92542]},
+       "llama2": {"eos_token_id": 2}}
+
+
+@pytest.fixture(scope="module")
+def new_dirs(tmp_path_factory):
+    out = {f: make_bpe_dir(tmp_path_factory.mktemp(f), f) for f in ("qwen2", "qwen3", "llama3")}
+    out.update({f: make_sp_dir(tmp_path_factory.mktemp(f), f)
+                for f in ("llama2", "internlm2", "baichuan2-7b")})
+    return out
+
+
+def _model(family, tok, gen=None, hf=None):
+    m = ScriptedModel(family, tok.vocab_size, [tok.eos_id], gen)
+    m.hf_config = hf or {"model_max_length": 4096}
+    return m
+
+
+@pytest.mark.parametrize("key", [k for k in RENDERED if k[0] not in ("llama2",)])
+def test_text_prompt_is_what_the_repo_template_renders(new_dirs, key):
+    family, with_system = key
+    dated = family == "llama3"
+    family = family.split("-")[0]
+    tok = load_hf_tokenizer(new_dirs[family])
+    model = _model(family, tok, {}, {"rope_scaling": {"rope_type": "llama3"}} if dated else {})
+    ids, stop = chat_format(model, tok, SYS if with_system else M3)
+    want = tok.encode(RENDERED[key], add_special_tokens=False)
+    if family == "internlm2":                           # "<s>" in the template is the BOS id
+        want = [tok.bos_id] + tok.encode(RENDERED[key][len("<s>"):], add_special_tokens=False)
+    assert ids == want
+    assert tok.decode(ids, skip_special_tokens=False).replace(" ", "") == RENDERED[key].replace(" ", "") \
+        or family == "internlm2"
+    end = "<|eot_id|>" if family == "llama3" else "<|im_end|>"
+    assert tok.token_to_id(end) in stop and tok.eos_id in stop
+
+
+def test_qwen3_thinking_switch_follows_the_template(new_dirs):
+    tok = load_hf_tokenizer(new_dirs["qwen3"])
+    model = _model("qwen3", tok, {})
+    default, _ = chat_format(model, tok, M3)
+    off, _ = chat_format(model, tok, M3, enable_thinking=False)
+    assert default == tok.encode(TURNS, False)          # thinking on: the template adds nothing
+    assert off == tok.encode(TURNS + "<think>\n\n</think>\n\n", False)
+    # an earlier answer loses its <think> block, as the template renders it
+    think = [M3[0], {"role": "assistant", "content": "<think>\n想一想\n</think>\n\n有什么事？"}, M3[2]]
+    assert chat_format(model, tok, think)[0] == default
+    with pytest.raises(ValueError, match="Qwen3 template switch"):
+        chat_format(_model("qwen2", tok, {}), tok, M3, enable_thinking=False)
+
+
+def test_llama2_ids_are_meta_rounds_of_the_template_text(new_dirs):
+    d = new_dirs["llama2"]
+    sp = spm.SentencePieceProcessor(model_file=str(d / "tokenizer.model"))
+    tok = load_hf_tokenizer(d)
+    ids, stop = chat_format(_model("llama2", tok, GEN["llama2"]), tok, SYS)
+    # each "<s>...</s>" of the rendered text is one SentencePiece-encoded round (Meta's
+    # llama/generation.py chat_completion encodes every round with bos/eos ids)
+    text, want = RENDERED[("llama2", True)], []
+    for segment in text.split("<s>")[1:]:
+        body = segment[:-len("</s>")] if segment.endswith("</s>") else segment
+        want += [1] + sp.encode(body) + [2] * segment.endswith("</s>")
+    assert ids == want and stop == {2}
+    with pytest.raises(ValueError, match="alternating roles"):
+        chat_format(_model("llama2", tok), tok, [M3[0], M3[0]])
+
+
+def test_baichuan2_prompt_is_build_chat_input(new_dirs):
+    d = new_dirs["baichuan2-7b"]
+    tok = load_hf_tokenizer(d)
+    sp = spm.SentencePieceProcessor(model_file=str(d / "tokenizer.model"))
+    gen = {"user_token_id": 195, "assistant_token_id": 196, "eos_token_id": 2, "max_new_tokens": 2048}
+    # generation_utils.build_chat_input: encode(system) + [195]+encode(q) [196]+encode(a) ... [196];
+    # Baichuan2's tokenizer_config.json sets add_bos_token false: no <s> anywhere
+    want = (sp.encode("你是一个乐于助人的助手。") + [195] + sp.encode("你好") + [196] + sp.encode("有什么事？")
+            + [195] + sp.encode("讲个故事, please.") + [196])
+    ids, stop = chat_format(_model("baichuan2-7b", tok, gen), tok, SYS)
+    assert ids == want and stop == {2}
+    short = _model("baichuan2-13b", tok, gen, {"model_max_length": 64 + 12})
+    ids, _ = chat_format(short, tok, M3, max_new_tokens=64)      # 12 tokens of room: only the
+    assert ids == ([195] + sp.encode("讲个故事, please.") + [196])[-12:]   # newest round, cut left
+
+
+def test_system_refused_where_the_format_has_none(new_dirs):
+    tok = load_hf_tokenizer(new_dirs["qwen2"])
+    with pytest.raises(ValueError, match="role 'user' or 'assistant'"):
+        chat_format(_model("qwen2", tok, {}), tok, [M3[0], SYS[0]])   # system not first
+    with pytest.raises(ValueError, match="needs"):
+        chat_format(_model("llama3", tok, {}), tok, M3)        # Qwen vocabulary: no header ids
+
+
+def test_internlm2_stops_at_im_end_and_eos_like_its_chat():
+    """modeling_internlm2 chat(): eos_token_id=[tokenizer.eos_token_id, <|im_end|>];
+    InternLM/InternLM chat/web_demo.py: additional_eos_token_id=92542 (= <|im_end|> in
+    chat/chat_format.md). The look-alike ids differ, the rule is the same."""
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        tok = load_hf_tokenizer(make_sp_dir(Path(d), "internlm2"))
+        im_end = tok.token_to_id("<|im_end|>")
+        ids, stop = chat_format(_model("internlm2", tok, {"eos_token_id": 2}), tok, M3)
+        assert stop == {tok.eos_id, im_end}
+        assert ids[0] == tok.bos_id and ids.count(tok.bos_id) == 1          # one BOS, as an id
+        assert ids.count(tok.token_to_id("<|im_start|>")) == 4 and ids.count(im_end) == 3
