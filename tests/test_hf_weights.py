@@ -10,10 +10,16 @@ from mindspore import Tensor
 
 from course_lib import baichuan, internlm
 from course_lib.baichuan import BaichuanForCausalLM
-from course_lib.hf_weights import (CheckpointError, config_from_hf, convert_torch_checkpoint,
-                                   fuse_qkv, hf_config, load_pretrained, load_state_dict,
-                                   load_weights, read_safetensors, save_pretrained,
+from course_lib.families import config_from_hf, hf_config
+from course_lib.hf_weights import (CheckpointError, convert_torch_checkpoint, fuse_qkv,
+                                   load_state_dict, load_weights, read_safetensors,
                                    split_w_pack, state_dict)
+from course_lib.pretrained import from_pretrained, save_pretrained
+
+
+def load_pretrained(directory):
+    """The float32 model of a directory, through the course's one loader."""
+    return from_pretrained(directory, dtype="float32", verbose=False)
 from course_lib.internlm import InternLMForCausalLM
 
 IDS = Tensor(np.arange(1, 13, dtype=np.int32).reshape(2, 6))
@@ -170,9 +176,8 @@ def test_config_from_real_style_config_json():
           "max_position_embeddings": 4096, "rms_norm_eps": 1e-6}
     assert config_from_hf(b7).position == "rope"
     assert config_from_hf(b7).num_parameters() == 7_000_559_616
-    gqa = dict(b7, model_type="llama", num_key_value_heads=8)
-    with pytest.raises(CheckpointError, match="grouped-query"):
-        config_from_hf(gqa)
+    gqa = dict(b7, model_type="llama", num_key_value_heads=8)      # Llama with GQA now loads
+    assert (config_from_hf(gqa).kv_heads, config_from_hf(gqa).num_heads) == (8, 32)
     with pytest.raises(CheckpointError, match="Unknown model_type"):
         config_from_hf(dict(b7, model_type="gpt2"))
 
@@ -244,7 +249,8 @@ def test_baichuan_position_comes_from_evidence_not_width():
                     dict(base, architectures=["BaichuanForCausalLM"], max_position_embeddings=8)):
         with pytest.raises(CheckpointError, match='add "position_embedding"'):
             config_from_hf(unclear)
-    with pytest.raises(CheckpointError, match="Baichuan2.*NormHead"):
-        config_from_hf(dict(base, vocab_size=125696, architectures=["BaichuanForCausalLM"]))
-    with pytest.raises(CheckpointError, match="InternLM2"):
-        config_from_hf(dict(base, model_type="internlm2"))
+    # Baichuan2 names both sizes BaichuanForCausalLM: 7B alone has max_position_embeddings
+    b2 = dict(base, vocab_size=125696, architectures=["BaichuanForCausalLM"], model_max_length=4096)
+    assert (config_from_hf(b2).position, config_from_hf(b2).norm_head) == ("alibi", True)
+    assert config_from_hf(dict(b2, max_position_embeddings=4096)).position == "rope"
+    assert config_from_hf(dict(base, model_type="internlm2")).grouped_qkv

@@ -7,8 +7,9 @@ from mindspore import Tensor
 
 from course_lib import baichuan, internlm
 from course_lib.baichuan import BaichuanForCausalLM
-from course_lib.hf_weights import (llama_config_kwargs, load_state_dict, save_pretrained,
-                                   split_w_pack)
+from course_lib.families import llama_config_kwargs
+from course_lib.hf_weights import load_state_dict, split_w_pack
+from course_lib.pretrained import save_pretrained
 from course_lib.internlm import InternLMForCausalLM
 from course_lib.memory import build_lazy, count_parameters
 

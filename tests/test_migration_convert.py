@@ -9,7 +9,7 @@ import pytest
 import torch
 from mindspore import Tensor
 
-from course_lib import hf_weights, internlm
+from course_lib import families, hf_weights, internlm
 from course_lib.internlm import InternLMForCausalLM
 from course_lib.migration import convert
 from course_lib.migration.convert import CheckpointError, UnsafeCheckpointError
@@ -23,7 +23,7 @@ IDS = np.random.default_rng(0).integers(0, CFG.vocab_size, (2, 12))
 def hf_model():
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**hf_weights.llama_config_kwargs(CFG))).eval()
+    model = LlamaForCausalLM(LlamaConfig(**families.llama_config_kwargs(CFG))).eval()
     with torch.no_grad():   # non-trivial norm weights and biases, so a mix-up would show
         for name, p in model.named_parameters():
             if name.endswith(("norm.weight", ".bias")):
@@ -76,7 +76,7 @@ def test_round_trip_is_bit_exact_and_loads_back_into_torch(hf_model, hf_dir, tmp
     assert convert.max_state_diff(original, back) == 0.0 and report.skipped == []
     assert json.loads((tmp_path / "back" / "config.json").read_text())["model_type"] == "internlm"
     from transformers import LlamaConfig, LlamaForCausalLM
-    fresh = LlamaForCausalLM(LlamaConfig(**hf_weights.llama_config_kwargs(CFG))).eval()
+    fresh = LlamaForCausalLM(LlamaConfig(**families.llama_config_kwargs(CFG))).eval()
     fresh.load_state_dict({k: torch.tensor(np.array(v)) for k, v in back.items()}, strict=True)
     np.testing.assert_array_equal(torch_logits(fresh), torch_logits(hf_model))
 

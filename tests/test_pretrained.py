@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from mindspore import Tensor
 
-from course_lib import from_pretrained, hf_weights, lookalike, memory
+from course_lib import families, from_pretrained, hf_weights, lookalike, memory
 from course_lib.baichuan import baichuan_13b
 from course_lib.hf_weights import CheckpointError
 
@@ -118,9 +118,9 @@ def test_memory_plan_refuses_13b_fp32_on_a_24gb_host(tmp_path, capsys):
 
 PEAK_SCRIPT = textwrap.dedent("""
     import json, sys
-    from course_lib import hf_weights, pretrained
+    from course_lib import families, hf_weights, pretrained
     d = sys.argv[1]
-    config = hf_weights.config_from_hf(hf_weights.read_config(d))
+    config = families.config_from_hf(hf_weights.read_config(d))
     model = pretrained.build_empty(config, "bfloat16")
     def status(key):
         for line in open("/proc/self/status"):
@@ -146,7 +146,7 @@ def test_peak_host_memory_of_a_100m_parameter_bf16_load(tmp_path):
                             intermediate_size=2816, max_seq_len=2048)
     assert config.num_parameters() >= 100_000_000
     d = tmp_path / "big"
-    cfg = hf_weights.hf_config(config)
+    cfg = families.hf_config(config)
     d.mkdir()
     (d / "config.json").write_text(json.dumps(cfg))
     lookalike.write_weights(d, lookalike.random_state(config), "bfloat16", "bin", shards=3)

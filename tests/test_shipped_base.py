@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from course_lib import zoo
-from course_lib.hf_weights import config_from_hf, llama_config_kwargs, read_config
+from course_lib.families import config_from_hf, llama_config_kwargs
+from course_lib.hf_weights import read_config
 from course_lib.internlm import tiny
 from course_lib.scale import at_scale
 

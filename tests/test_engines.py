@@ -1,0 +1,129 @@
+"""One equivalence suite over both compiled decode engines ("layers": the model's own
+layers; "folded": the float32 fast path) and the layouts every family needs: ALiBi/RoPE x
+MHA/GQA x fused/separate/grouped q/k/v x biases x QK-norm x tied/NormHead x rope_scaling x
+float32/float16 x LoRA. The reference is the model's own PyNative forward, recomputing
+every token (no cache, no engine)."""
+import numpy as np
+import pytest
+import mindspore as ms
+from mindspore import Tensor
+
+import course_lib as cl
+from course_lib import generation, lora
+from course_lib.layers import CausalLM, DecoderConfig
+
+BASE = dict(vocab_size=300, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48,
+            max_seq_len=128, init_std=0.2)
+LAYOUTS = {
+    "alibi-mha-w_pack": dict(position="alibi"),
+    "rope-mha-separate-bias": dict(position="rope", fused_qkv=False, qkv_bias=True, o_bias=True),
+    "rope-gqa-qkv_bias-tied": dict(position="rope", fused_qkv=False, qkv_bias=True,
+                                   num_kv_heads=2, tie_embeddings=True, rope_base=1e6),
+    "rope-gqa-qk_norm-head_dim": dict(position="rope", fused_qkv=False, num_kv_heads=2,
+                                      head_size=12, qk_norm=True, tie_embeddings=True),
+    "rope-gqa-grouped_wqkv-dynamic": dict(position="rope", grouped_qkv=True, num_kv_heads=2,
+                                          rope_scaling=(("factor", 2.0), ("type", "dynamic"))),
+    "rope-mqa-llama3_scaling": dict(position="rope", fused_qkv=False, num_kv_heads=1,
+                                    rope_scaling=(("factor", 8.0), ("high_freq_factor", 4.0),
+                                                  ("low_freq_factor", 1.0),
+                                                  ("original_max_position_embeddings", 16),
+                                                  ("rope_type", "llama3"))),
+    "alibi-norm_head": dict(position="alibi", norm_head=True),
+    "rope-w_pack-norm_head": dict(position="rope", norm_head=True),
+}
+PROMPTS = [[5, 17, 42, 8, 99, 3, 250, 61, 7, 12], [33, 2, 71]]   # 10 (compiled prefill), 3 tokens
+
+
+def build(layout: str, dtype=ms.float32, with_lora: bool = False):
+    cl.setup(device="CPU", seed=0, quiet=True)
+    model = CausalLM(DecoderConfig(**BASE, **LAYOUTS[layout]))
+    if with_lora:
+        c = model.config
+        target = ["q_proj", "v_proj"] if not c.fused_qkv else [c.qkv_name]
+        lora.inject_lora(model, target, r=2, alpha=4.0)
+        for p in lora.lora_parameters(model):
+            p.set_data(Tensor(np.random.default_rng(1).normal(0, 0.3, p.shape).astype(np.float32)))
+    if dtype != ms.float32:
+        for p in model.get_parameters():
+            p.set_dtype(dtype)
+        model.to_float(dtype)
+    model.set_train(False)
+    return model
+
+
+def engines_for(model):
+    reason = __import__("course_lib.folded", fromlist=["supports"]).supports(model)
+    return ["layers"] if reason else ["layers", "folded"]
+
+
+def recompute_logits(model, ids):
+    """Logits of the last token after each prefix, the PyNative forward on the whole prefix."""
+    with cl.runtime.execution_mode("pynative"):
+        return np.stack([model(Tensor(np.asarray([ids[:t]], np.int32)))[0, -1].asnumpy()
+                         for t in range(1, len(ids) + 1)])
+
+
+def engine_logits(model, prompt, new, engine):
+    """Logits the engine produces for the prompt and for each of ``new`` forced tokens."""
+    slots = generation.cache_bucket(len(prompt) + new, model.config.max_seq_len)
+    state = generation.compiled_prefill(model, [prompt], slots, engine=engine)
+    out = [state.logits[0]]
+    for tok in range(new):
+        generation.decode_step(model, state, [[10 + tok]])
+        out.append(state.logits[0])
+    return np.stack(out)
+
+
+CASES = [(layout, False) for layout in sorted(LAYOUTS)] + [
+    (layout, True) for layout in ("alibi-mha-w_pack", "rope-gqa-qkv_bias-tied",
+                                  "rope-gqa-grouped_wqkv-dynamic")]      # unmerged LoRA adapters
+
+
+@pytest.mark.parametrize("layout, with_lora", CASES)
+def test_both_engines_equal_recompute_float32(layout, with_lora):
+    model = build(layout, with_lora=with_lora)
+    prompt, new = PROMPTS[0], 4
+    want = recompute_logits(model, prompt + [10 + t for t in range(new)])[len(prompt) - 1:]
+    one_by_one = [generation.generate(model, [p], 6, use_cache=False)[0] for p in PROMPTS]
+    for engine in engines_for(model):
+        got = engine_logits(model, prompt, new, engine)
+        assert np.abs(got - want).max() < 1e-4, (layout, engine, np.abs(got - want).max())
+        assert generation.generate(model, PROMPTS, 6, engine=engine) == one_by_one, (layout, engine)
+
+
+@pytest.mark.parametrize("layout", ["rope-gqa-qkv_bias-tied", "rope-gqa-qk_norm-head_dim",
+                                    "rope-gqa-grouped_wqkv-dynamic", "alibi-norm_head"])
+def test_layers_engine_keeps_float16_and_equals_the_float16_forward(layout):
+    model = build(layout, dtype=ms.float16)
+    assert generation.engine_kind(model) == "layers"
+    engine = generation.decode_engine(model, 1, 64)
+    assert all(b.dtype == ms.float16 for b in engine.keys)            # the cache too
+    prompt, new = PROMPTS[0], 3
+    want = recompute_logits(model, prompt + [10 + t for t in range(new)])[len(prompt) - 1:]
+    got = engine_logits(model, prompt, new, "auto")
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() <= 2e-3 * scale, (layout, np.abs(got - want).max(), scale)
+
+
+def test_folded_engine_refuses_what_it_cannot_fold():
+    with pytest.raises(ValueError, match="QK-norm"):
+        generation.engine_kind(build("rope-gqa-qk_norm-head_dim"), "folded")
+    with pytest.raises(ValueError, match="float32 copy"):
+        generation.engine_kind(build("rope-gqa-qkv_bias-tied", dtype=ms.float16), "folded")
+
+
+@pytest.mark.parametrize("engine", ["layers", "folded"])
+def test_a_planted_cache_write_break_is_caught(engine, monkeypatch):
+    """Keys written one slot too far: the suite's comparison must fail."""
+    model = build("rope-gqa-qkv_bias-tied")
+    prompt, new = PROMPTS[0], 3
+    want = recompute_logits(model, prompt + [10 + t for t in range(new)])[len(prompt) - 1:]
+    original = generation.DecodeEngine._write_cache
+
+    def shifted(self, buffer, where, new_values):
+        return original(self, buffer, ms.ops.minimum(where + Tensor([0, 0, 1], ms.int32),
+                                                      self.slots - 1), new_values)
+    monkeypatch.setattr(generation.DecodeEngine, "_write_cache", shifted)
+    model.__dict__.pop("_decode_engines", None)
+    got = engine_logits(model, prompt, new, engine)
+    assert np.abs(got - want).max() > 1e-3
