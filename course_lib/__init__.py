@@ -17,23 +17,23 @@ this table equal to the notebooks' imports):
                                    tokenizer, training
     05 LLMTrainer ................ blocks, callbacks, data, internlm, measure, pipelines,
                                    plots, tokenizer, trainer, training
-    06 building Baichuan-13B ..... baichuan, hf_weights, internlm, layers, memory, tokenizer,
-                                   training
+    06 building Baichuan-13B ..... baichuan, hf_weights, internlm, layers, memory, pretrained,
+                                   tokenizer, training
     07 pre-training, generation .. baichuan, callbacks, data, experiments, generation,
-                                   hf_weights, layers, memory, pipelines, plots, tokenizer,
-                                   trainer, zoo
+                                   hf_weights, layers, memory, pipelines, plots, pretrained,
+                                   tokenizer, trainer, zoo
     08 InternLM + LoRA ........... data, generation, internlm, lora, memory, pipelines, sft, zoo
     09 merge, export, deploy ..... export, lora, sft, zoo
     10 distributed training ...... baichuan, distributed, memory
     11 mindnlp interop ........... data, internlm, interop, runtime, tokenizer
-    12 inference engineering ..... data, experiments, export, generation, inference, lora,
-                                   runtime, zoo
-    13 PyTorch migration ......... baichuan, hf_weights, internlm, migration, runtime,
-                                   training
+    12 inference engineering ..... data, experiments, export, folded, generation, inference,
+                                   lora, runtime, zoo
+    13 PyTorch migration ......... baichuan, families, hf_weights, internlm, migration,
+                                   runtime, training
     14 dynamic shapes, compiling . baichuan, data, migration, pipelines, runtime, tokenizer,
                                    training
-    15 real checkpoints .......... baichuan, conversation, finetune, hf_weights, internlm,
-                                   lookalike, memory, pretrained
+    15 real checkpoints .......... baichuan, conversation, families, finetune, hf_weights,
+                                   internlm, lookalike, memory, pretrained
 
 Underneath, imported by the modules above: ``scale`` (``cl.pick``), ``validate`` (input
 checks), ``safeio`` (atomic writes), ``facts`` (``cl.fact``: a stated fact printed and asserted), ``hf_tokenizer``, ``measure`` and ``experiments`` (timings for notebooks and benchmarks).
