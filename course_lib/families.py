@@ -267,3 +267,18 @@ def llama_config_kwargs(config) -> dict:
                 max_position_embeddings=config.max_seq_len, rms_norm_eps=config.rms_norm_eps,
                 rope_theta=config.rope_base, attention_bias=bool(config.qkv_bias),
                 mlp_bias=False, tie_word_embeddings=False, hidden_act="silu")
+
+
+def unpack_wqkv(w, num_heads: int, num_kv_heads: int, head_dim: int):
+    """InternLM2's packed ``wqkv`` rows (one block per kv group: the group's
+    num_heads/num_kv_heads query heads, then its k head, then its v head) -> the q, k, v
+    weights in Llama's layout (``q_proj`` rows head by head, then ``k_proj``, ``v_proj``).
+    NumPy in, NumPy out; what converting an InternLM2 checkpoint to Llama's keys needs."""
+    import numpy as np
+    w = np.asarray(w)
+    groups = num_heads // num_kv_heads
+    blocks = w.reshape((num_kv_heads, groups + 2, head_dim) + w.shape[1:])
+    q = blocks[:, :groups].reshape((num_heads * head_dim,) + w.shape[1:])
+    k = blocks[:, groups].reshape((num_kv_heads * head_dim,) + w.shape[1:])
+    v = blocks[:, groups + 1].reshape((num_kv_heads * head_dim,) + w.shape[1:])
+    return q, k, v

@@ -1,0 +1,22 @@
+"""ch16 checkers accept the reference answers and reject wrong ones (with their hint)."""
+import numpy as np
+
+from course_lib.check import ch16
+from course_lib.families import unpack_wqkv
+
+
+def test_kv_bytes_per_token_is_the_gqa_count():
+    assert ch16._kv_bytes() == 2 * 24 * 2 * 64 * 2 == 12_288
+    assert ch16.kv_bytes_per_token(12288)
+    assert not ch16.kv_bytes_per_token(2 * 24 * 14 * 64 * 2)     # MHA: every query head cached
+    assert not ch16.kv_bytes_per_token("lots")
+
+
+def test_unpack_wqkv_reference_and_wrong_variants():
+    w = np.arange(40 * 2, dtype=np.float32).reshape(40, 2)     # 2 groups of (2 q, k, v) x head_dim 5
+    q, k, v = unpack_wqkv(w, num_heads=4, num_kv_heads=2, head_dim=5)
+    assert (q.shape, k.shape, v.shape) == ((20, 2), (10, 2), (10, 2))
+    assert np.array_equal(k[:5], w[10:15]) and np.array_equal(v[5:], w[35:40])   # group 1's k, v
+    assert ch16.unpack_wqkv(unpack_wqkv)
+    assert not ch16.unpack_wqkv(ch16._thirds)
+    assert not ch16.unpack_wqkv(ch16._k_v_swapped)
