@@ -172,3 +172,24 @@ def test_qwen2_5_0_5b_parameter_count_closed_form_equals_the_built_model():
            "rope_theta": 1000000.0, "rms_norm_eps": 1e-6}
     config = families.config_from_hf(cfg)
     assert config.num_parameters() == count_parameters(build_lazy(CausalLM, config)) == 494_032_768
+
+
+def test_checkpoint_code_is_layered_without_an_import_circle():
+    """hf_weights (files) imports no course module; families (which network) imports only
+    hf_weights and layers; pretrained (the one loader) builds on both; chapter 13's
+    migration depends on them, never the reverse."""
+    import ast
+    from pathlib import Path
+    root = Path(cl.__file__).parent
+
+    def course_imports(relpath):
+        tree = ast.parse((root / relpath).read_text())
+        found = set()
+        for node in ast.walk(tree):              # function-level imports count too
+            if isinstance(node, ast.ImportFrom) and node.level:
+                found.add((node.module or "").split(".")[0] or node.names[0].name)
+        return found
+    assert course_imports("hf_weights.py") == set()
+    assert course_imports("families.py") <= {"hf_weights", "layers", "baichuan", "internlm"}
+    assert "migration" not in course_imports("pretrained.py")
+    assert not hasattr(__import__("course_lib.hf_weights", fromlist=["x"]), "load_pretrained")
