@@ -149,8 +149,8 @@ def rotation_matrices(cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 
 class FoldedEngine(DecodeEngine):
     """``DecodeEngine``'s inputs, outputs and cache, computed with ``DecodeWeights``.
-    ``rotation`` replaces cos/sin: (B·T, d, d) per token, built on the host by
-    ``host_inputs``; None for ALiBi."""
+    ``rotation`` replaces cos/sin: (B, 1, T, d, d), one matrix per token, built on the host
+    by ``host_inputs``; None for ALiBi."""
 
     def __init__(self, lm, batch: int, slots: int, weights: DecodeWeights):
         super().__init__(lm, batch, slots)
@@ -161,11 +161,11 @@ class FoldedEngine(DecodeEngine):
 
     @staticmethod
     def host_inputs(bias, cos, sin):
-        """(bias, rotation) from the layers' (bias, cos, sin) of T tokens: (B·T, d, d)."""
+        """(bias, rotation) from the layers' (bias, cos, sin) of T tokens: rotation
+        (B, 1, T, d, d), the token axis second as in every step input; None for ALiBi."""
         if cos is None:
             return bias, None
-        rotation = rotation_matrices(cos[:, 0], sin[:, 0])                  # (B, T, d, d)
-        return bias, rotation.reshape((-1,) + rotation.shape[-2:])
+        return bias, rotation_matrices(cos, sin)
 
     def heads(self, i: int, u, rotation, batch: int, length: int):
         """Unit-norm inputs (B·T, n+1) -> q (B, H, T, d), k, v (B, H_kv, T, d)."""
@@ -175,7 +175,7 @@ class FoldedEngine(DecodeEngine):
         p = p.reshape(batch * length, self.heads_q + 2 * self.heads_kv, self.d)
         qk, v = ops.split(p, [self.heads_q + self.heads_kv, self.heads_kv], 1)
         if rotation is not None:                          # (B·T, H+H_kv, d) @ (B·T, d, d)
-            qk = _bmm(qk, rotation)
+            qk = _bmm(qk, rotation.reshape(-1, self.d, self.d))
         q, k = ops.split(qk, [self.heads_q, self.heads_kv], 1)
         if length == 1:       # moving a unit axis is a free reshape, not a Transpose kernel
             return q.reshape(batch, self.heads_q, 1, self.d), \

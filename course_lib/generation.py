@@ -282,7 +282,8 @@ class DecodeEngine(nn.Cell):
 
     @staticmethod
     def host_inputs(bias, cos, sin):
-        """The engine's per-call inputs from the layers' (bias, cos, sin) NumPy arrays."""
+        """The engine's inputs from the layers' (bias, cos, sin) NumPy arrays of a block of
+        tokens (the token axis is axis 2 of every array: ``StepInputs`` slices it)."""
         return bias, cos, sin
 
     def clear(self) -> None:
@@ -396,17 +397,18 @@ class StepInputs:
         self.engine, self.start = engine, None
 
     def _build(self, start: int, stop: int):
-        """bias (B, H|1, T, slots) and cos, sin (B, 1, T, d) (or None) of slots start..stop-1."""
+        """The engine's ``host_inputs`` for slots start..stop-1, from bias (B, H|1, T, slots)
+        and cos, sin (B, 1, T, d) (None for ALiBi)."""
         part = attention_bias(stop - start, stop, self.mask[:, :stop], self.body.slopes).asnumpy()
         bias = np.full(part.shape[:3] + (self.slots,), MASK_VALUE, np.float32)
         bias[..., :stop] = part                                # empty slots masked
         if self.body.slopes is not None:
-            return bias, None, None
+            return self.engine.host_inputs(bias, None, None)
         positions = positions_from_mask(self.mask)[:, start:stop]
         # construct() on NumPy positions is NumPy code: calling the Cell inside a GRAPH
         # block would compile a graph with the positions baked in, once per block
         cos, sin = (t.asnumpy() for t in self.body.rotary.construct(positions))
-        return bias, cos, sin
+        return self.engine.host_inputs(bias, cos, sin)
 
     def __call__(self, j: int):
         """The engine's input Tensors ((bias, cos, sin, where) for ``DecodeEngine``) of the
@@ -422,10 +424,11 @@ class StepInputs:
         parts = self._build(start, stop)
         return self._tensors(parts, 0, stop - start) + (Tensor(self.where(start, stop)),)
 
-    def _tensors(self, parts, start: int, stop: int):
-        parts = (None if p is None else p[:, :, start:stop] for p in parts)
-        return tuple(None if p is None else Tensor(np.ascontiguousarray(p))
-                     for p in self.engine.host_inputs(*parts))
+    @staticmethod
+    def _tensors(parts, start: int, stop: int):
+        """Tokens start..stop-1 of a block's inputs (the token axis is axis 2 of each)."""
+        return tuple(None if p is None else Tensor(np.ascontiguousarray(p[:, :, start:stop]))
+                     for p in parts)
 
     def where(self, start: int, stop: int) -> np.ndarray:
         """(B, H_kv, T, 3) [row, head, slot] indices: where the keys/values of slots
