@@ -22,7 +22,14 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn, ops
 
-MASK_FILL = -1e9  # finite (not -inf) so a fully masked row gives uniform weights, not NaN
+from .layers import MASK_VALUE
+
+# The decoder layers' value (``layers.MASK_VALUE``, -1e4): finite, so a fully masked row gives
+# uniform weights instead of NaN, and exp() of it is exactly 0 in float32. The mask itself
+# keeps PyTorch's ``nn.MultiheadAttention`` convention (bool, True = may NOT attend), which
+# chapter 01 teaches for migration; the decoders take Hugging Face's attention_mask (1 = a
+# real token) and turn it into the same additive bias (``layers.attention_bias``).
+MASK_FILL = MASK_VALUE
 LAYER_NORM_EPS = 1e-5  # PyTorch's default; MindSpore's nn.LayerNorm default is 1e-7
 
 
