@@ -111,7 +111,7 @@ def test_printed_stream_escapes_control_characters(dirs, capsys):
 
 
 # ---- the new families: prompt == the text each repo's own chat template renders ----
-from test_hf_tokenizer import make_bpe_dir, make_sp_dir  # noqa: E402
+from test_hf_tokenizer import make_sp_dir, new_dirs  # noqa: E402,F401  (the same tokenizer directories)
 
 M3 = [{"role": "user", "content": "你好"}, {"role": "assistant", "content": "有什么事？"},
       {"role": "user", "content": "讲个故事, please."}]
@@ -155,14 +155,6 @@ RENDERED = {
 GEN = {"qwen2": {"eos_token_id": [151645, 151643]}, "qwen3": {"eos_token_id": [151645, 151643]},
        "llama3": {"eos_token_id": [128001, 128008, 128009]}, "internlm2": {"eos_token_id": [2, 92542]},
        "llama2": {"eos_token_id": 2}}
-
-
-@pytest.fixture(scope="module")
-def new_dirs(tmp_path_factory):
-    out = {f: make_bpe_dir(tmp_path_factory.mktemp(f), f) for f in ("qwen2", "qwen3", "llama3")}
-    out.update({f: make_sp_dir(tmp_path_factory.mktemp(f), f)
-                for f in ("llama2", "internlm2", "baichuan2-7b")})
-    return out
 
 
 def _model(family, tok, gen=None, hf=None):
