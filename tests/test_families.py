@@ -139,7 +139,7 @@ def test_lora_merge_adapter_and_export_over_the_family_matrix(lookalikes, tmp_pa
 
 
 @pytest.mark.parametrize("fam", FAMILIES)
-def test_chat_in_the_family_format_and_finetune_cli(lookalikes, fam, tmp_path):
+def test_chat_in_the_family_format_and_the_finetune_cli(lookalikes, fam, tmp_path):
     from course_lib.conversation import chat, chat_format
     from course_lib.hf_tokenizer import load_hf_tokenizer
     from course_lib import finetune
@@ -155,9 +155,12 @@ def test_chat_in_the_family_format_and_finetune_cli(lookalikes, fam, tmp_path):
     data.write_text("\n".join(json.dumps({"messages": [
         {"role": "user", "content": q}, {"role": "assistant", "content": a}]}, ensure_ascii=False)
         for q, a in [("北京在哪里？", "北京在中国北方。"), ("一加一等于几？", "等于二。")] * 2))
-    out = finetune.run(d, data, steps=4, r=4, lr=1e-2, batch_size=2, max_len=48,
-                       out=tmp_path / "adapter.safetensors", verbose=False)
-    assert out["adapter"].exists() and all(np.isfinite(out["loss"]))
+    adapter = tmp_path / "adapter.safetensors"                 # the CLI, as a learner runs it
+    assert finetune.main(["--model-dir", str(d), "--data", str(data), "--steps", "4", "--r", "4",
+                          "--lr", "1e-2", "--batch-size", "2", "--max-len", "48",
+                          "--out", str(adapter)]) == 0
+    tensors, meta = __import__("course_lib.lora", fromlist=["x"]).read_adapter(adapter)
+    assert tensors and all(np.isfinite(np.asarray(t, np.float32)).all() for t in tensors.values())
 
 
 def test_qwen2_5_0_5b_parameter_count_closed_form_equals_the_built_model():
