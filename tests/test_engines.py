@@ -63,30 +63,38 @@ def recompute_logits(model, ids):
                          for t in range(1, len(ids) + 1)])
 
 
-def engine_logits(model, prompt, new, engine):
-    """Logits the engine produces for the prompt and for each of ``new`` forced tokens."""
-    slots = generation.cache_bucket(len(prompt) + new, model.config.max_seq_len)
-    state = generation.compiled_prefill(model, [prompt], slots, engine=engine)
-    out = [state.logits[0]]
+def engine_logits(model, prompts, new, engine):
+    """(B, new + 1, V): the logits the engine produces for each (left-padded) prompt and
+    for each of ``new`` forced tokens, with the prefill width and cache ``generate`` picks
+    for 6 new tokens (so the same compiled graphs serve ``generate`` below)."""
+    limit = model.config.max_seq_len
+    width = generation.prefill_width(max(map(len, prompts)), 6, limit)
+    state = generation.compiled_prefill(model, prompts, generation.cache_bucket(width + 6, limit),
+                                        width=width, engine=engine)
+    out = [state.logits]
     for tok in range(new):
-        generation.decode_step(model, state, [[10 + tok]])
-        out.append(state.logits[0])
-    return np.stack(out)
+        generation.decode_step(model, state, [[10 + tok]] * len(prompts))
+        out.append(state.logits)
+    return np.stack(out, 1)
+
+
+def recompute_rows(model, prompts, new):
+    return np.stack([recompute_logits(model, p + [10 + t for t in range(new)])[len(p) - 1:]
+                     for p in prompts])
 
 
 CASES = [(layout, False) for layout in sorted(LAYOUTS)] + [
-    (layout, True) for layout in ("alibi-mha-w_pack", "rope-gqa-qkv_bias-tied",
-                                  "rope-gqa-grouped_wqkv-dynamic")]      # unmerged LoRA adapters
+    (layout, True) for layout in ("alibi-mha-w_pack", "rope-gqa-grouped_wqkv-dynamic")]  # unmerged LoRA
 
 
 @pytest.mark.parametrize("layout, with_lora", CASES)
 def test_both_engines_equal_recompute_float32(layout, with_lora):
     model = build(layout, with_lora=with_lora)
-    prompt, new = PROMPTS[0], 4
-    want = recompute_logits(model, prompt + [10 + t for t in range(new)])[len(prompt) - 1:]
+    new = 4
+    want = recompute_rows(model, PROMPTS, new)             # a padded row and a full one
     one_by_one = [generation.generate(model, [p], 6, use_cache=False)[0] for p in PROMPTS]
     for engine in engines_for(model):
-        got = engine_logits(model, prompt, new, engine)
+        got = engine_logits(model, PROMPTS, new, engine)
         assert np.abs(got - want).max() < 1e-4, (layout, engine, np.abs(got - want).max())
         assert generation.generate(model, PROMPTS, 6, engine=engine) == one_by_one, (layout, engine)
 
@@ -98,9 +106,9 @@ def test_layers_engine_keeps_float16_and_equals_the_float16_forward(layout):
     assert generation.engine_kind(model) == "layers"
     engine = generation.decode_engine(model, 1, 64)
     assert all(b.dtype == ms.float16 for b in engine.keys)            # the cache too
-    prompt, new = PROMPTS[0], 3
-    want = recompute_logits(model, prompt + [10 + t for t in range(new)])[len(prompt) - 1:]
-    got = engine_logits(model, prompt, new, "auto")
+    new = 3
+    want = recompute_rows(model, PROMPTS[:1], new)
+    got = engine_logits(model, PROMPTS[:1], new, "auto")
     scale = np.abs(want).max()
     assert np.abs(got - want).max() <= 2e-3 * scale, (layout, np.abs(got - want).max(), scale)
 
@@ -116,8 +124,8 @@ def test_folded_engine_refuses_what_it_cannot_fold():
 def test_a_planted_cache_write_break_is_caught(engine, monkeypatch):
     """Keys written one slot too far: the suite's comparison must fail."""
     model = build("rope-gqa-qkv_bias-tied")
-    prompt, new = PROMPTS[0], 3
-    want = recompute_logits(model, prompt + [10 + t for t in range(new)])[len(prompt) - 1:]
+    new = 3
+    want = recompute_rows(model, PROMPTS[:1], new)
     original = generation.DecodeEngine._write_cache
 
     def shifted(self, buffer, where, new_values):
@@ -125,5 +133,5 @@ def test_a_planted_cache_write_break_is_caught(engine, monkeypatch):
                                                       self.slots - 1), new_values)
     monkeypatch.setattr(generation.DecodeEngine, "_write_cache", shifted)
     model.__dict__.pop("_decode_engines", None)
-    got = engine_logits(model, prompt, new, engine)
+    got = engine_logits(model, PROMPTS[:1], new, engine)
     assert np.abs(got - want).max() > 1e-3

@@ -17,6 +17,8 @@ from course_lib.hf_weights import CheckpointError
 import hf_refs
 
 FAMILIES = lookalike.NEW_FAMILIES
+BIN_FAMILIES = ("qwen2", "internlm2", "baichuan2-13b")   # bf16 .bin shards: one per key layout
+CLI_FAMILIES = ("qwen2", "llama3", "internlm2", "baichuan2-7b")   # each LoRA target and end of turn
 LAYOUT = {   # what each look-alike must exercise (read from the built model, below)
     "qwen2": dict(gqa=True, qkv_bias=True, o_bias=False, tied=True),
     "qwen3": dict(gqa=True, qk_norm=True, explicit_head_dim=True, tied=True),
@@ -35,6 +37,7 @@ def lookalikes(tmp_path_factory):
     for fam in FAMILIES:
         dirs[fam, "safetensors"] = lookalike.write_lookalike(
             root / f"{fam}-st", fam, dtype="float32", fmt="safetensors")
+    for fam in BIN_FAMILIES:
         dirs[fam, "bin"] = lookalike.write_lookalike(root / f"{fam}-bin", fam, dtype="bfloat16",
                                                      fmt="bin")
     return {k: __import__("pathlib").Path(v) for k, v in dirs.items()}
@@ -64,8 +67,8 @@ def _layout(model) -> dict:
                     "rope_type", dict(c.rope_scaling).get("type")))
 
 
-@pytest.mark.parametrize("fmt", ["safetensors", "bin"])
-@pytest.mark.parametrize("fam", FAMILIES)
+@pytest.mark.parametrize("fam, fmt", [(f, "safetensors") for f in FAMILIES]
+                         + [(f, "bin") for f in BIN_FAMILIES])
 def test_family_matches_its_independent_reference(lookalikes, fam, fmt):
     d = _dir(lookalikes, fam, fmt)
     model = cl.from_pretrained(d, dtype="float32" if fmt == "safetensors" else "bfloat16",
@@ -124,8 +127,7 @@ def test_lora_merge_adapter_and_export_over_the_family_matrix(lookalikes, tmp_pa
         for p in lora.lora_parameters(model):          # a non-zero adapter: B starts at 0
             p.set_data(Tensor(np.random.default_rng(2).normal(0, 0.05, p.shape).astype(np.float32)))
         unmerged = model(Tensor(ids)).asnumpy()
-        greedy = generation.generate(model, [ids[0].tolist()], 5, engine="layers")
-        assert generation.generate(model, [ids[0].tolist()], 5) == greedy, fam
+        greedy = generation.generate(model, [ids[0].tolist()], 5)   # both engines: test_engines
         path = lora.save_adapter(model, tmp_path / f"{fam}.safetensors")
         fresh = cl.from_pretrained(_dir(lookalikes, fam), dtype="float32", verbose=False)
         lora.inject_lora(fresh, list(finetune.TARGETS[fam]), r=4, alpha=8.0)
@@ -151,6 +153,8 @@ def test_chat_in_the_family_format_and_the_finetune_cli(lookalikes, fam, tmp_pat
     assert stop and prompt
     reply = chat(model, tok, messages, max_new_tokens=6, on_text=None)
     assert isinstance(reply, str)
+    if fam not in CLI_FAMILIES:
+        return
     data = tmp_path / "sft.jsonl"
     data.write_text("\n".join(json.dumps({"messages": [
         {"role": "user", "content": q}, {"role": "assistant", "content": a}]}, ensure_ascii=False)

@@ -25,6 +25,7 @@ from course_lib.grade.sandbox import Result
 from course_lib.check import all_exercises
 
 N_EXERCISES = len(all_exercises())     # every count of exercises derives from the registry
+N_CHAPTERS = len(list((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb")))
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = ROOT / "notebooks"
@@ -216,7 +217,7 @@ def test_each_verdict_carries_the_checkers_hint(graded):
 def test_summary_and_csv(graded):
     book, root = graded["book"], graded["root"]
     assert book.chapters_complete("ben") == ["00"] and book.passed("ben") == 10
-    assert book.summary_lines()[1] == f"ben: 通过 10/{N_EXERCISES} 个练习；完成的章节 1/16（00）"
+    assert book.summary_lines()[1] == f"ben: 通过 10/{N_EXERCISES} 个练习；完成的章节 1/{N_CHAPTERS}（00）"
     with open(root / "gradebook.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     assert rows[0] == ["learner", "passed", "total", "chapters_complete", *book.exercises]
@@ -260,7 +261,7 @@ def test_the_html_report_opens_in_headless_chromium_and_lists_every_learner(grad
         assert f'<td class="who">{html.escape(who, quote=False)}</td>' in dom, who
     assert dom.count('class="learner"') == len(EXPECTED)
     assert dom.count('data-verdict="timeout"') == 1 and "<script" not in dom   # escaped hint
-    assert dom.count('class="bar"') == 16 + len(EXPECTED)    # one per chapter + per learner
+    assert dom.count('class="bar"') == N_CHAPTERS + len(EXPECTED)    # one per chapter + per learner
     shot = graded["root"] / "report.png"
     _chromium(browser, f"--screenshot={shot}", "--window-size=1600,1000", page.as_uri())
     assert shot.stat().st_size > 10_000
@@ -311,7 +312,7 @@ def test_a_folder_of_notebooks_is_one_learner_and_the_cli_prints_a_summary(tmp_p
                            str(tmp_path / "g.csv")], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=300, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines()[0] == f"my notebooks: 通过 0/{N_EXERCISES} 个练习；完成的章节 0/16"
+    assert done.stdout.splitlines()[0] == f"my notebooks: 通过 0/{N_EXERCISES} 个练习；完成的章节 0/{N_CHAPTERS}"
     assert (tmp_path / "g.csv").read_text(encoding="utf-8").count("not attempted") == N_EXERCISES
     bad = subprocess.run([sys.executable, "-m", "course_lib.grade", str(tmp_path / "nope")],
                          capture_output=True, text=True, env=env, timeout=300)
