@@ -17,7 +17,6 @@ import json
 import time
 from pathlib import Path
 
-import mindspore as ms
 from mindspore.train import Callback
 
 from . import hf_weights, lookalike
@@ -146,9 +145,8 @@ def cast_parameters(model, dtype: str = "float16"):
     a graph file plus separate weight files, which ``course_lib.export`` does not read.
     Returns the model. On CPU use float16: MindSpore's CPU Gather and MatMul have no bfloat16
     kernels."""
-    target = {"float16": ms.float16, "float32": ms.float32, "bfloat16": ms.bfloat16}.get(dtype)
-    if target is None:
-        raise ValueError(f"dtype must be float16, bfloat16 or float32, got {dtype!r}")
+    from .pretrained import _ms_dtype            # the one dtype-name table (and its error)
+    target = _ms_dtype(dtype)
     for p in model.get_parameters():
         if p.dtype != target:
             p.set_dtype(target)
