@@ -11,18 +11,21 @@ engines fold weights:
   (|h'|² = Σh² + n·eps): ONE ``L2Normalize`` kernel per norm, √n·g folded into the next
   layer's weight (``_fold_norm``), the extra feature given zero weight;
 * q, k, v in one matmul (q's rows pre-scaled by 1/sqrt(d); InternLM2's per-group
-  ``wqkv`` rows reordered to [Q | K | V]), gate and up in one;
-* RoPE as one rotation matrix per token (``rotation_matrices``), q and k heads rotated by
-  one ``BatchMatMul``;
+  ``wqkv`` rows reordered to [Q | K | V]; q's heads in G chunks of H_kv heads), gate and
+  up in one;
+* RoPE as one rotation matrix per token (``rotation_matrices``): the G + 2 chunks of
+  H_kv heads (q's, k, v) rotated by one ``BatchMatMul`` (v's "rotation" the identity),
+  then separated by one equal ``Split`` — no strided slices, ~35 us each on this CPU;
 * o_proj and down_proj with a zero row for the extra feature (``_extra_row``); the head
   (untied, tied to the embeddings, or Baichuan2's normalised rows) folded with the final
   norm; LoRA adapters added in (``_weight``).
 
-The price is memory: the folded weights are a float32 COPY of the model, recomputed from
-the live parameters at the start of every generation (``DecodeWeights``). That is why
+The price is memory: the folded weights are a float32 COPY of the model, refolded from
+the live parameters when a generation starts and they changed (``DecodeWeights.refresh``,
+``Fingerprint``). That is why
 ``generate(engine="auto")`` uses this engine only for float32 models (the course's small
-ones) and the layers' engine for half-precision checkpoints (``supports`` refuses them). QK-norm (Qwen3) is not
-folded: such models always use the layers' engine. Equal to the model's forward:
+ones) and the layers' engine for half-precision checkpoints (``supports`` refuses
+them). QK-norm (Qwen3) is not folded: such models always use the layers' engine. Equal to the model's forward:
 tests/test_generation.py (one equivalence suite over both engines).
 """
 from __future__ import annotations
@@ -34,6 +37,7 @@ import mindspore as ms
 from mindspore import Tensor, ops
 
 from .generation import DecodeEngine
+from .runtime import execution_mode
 
 _mm_t = ops.MatMul(transpose_b=True)           # x @ Wᵀ with W stored (out, in), as nn.Dense
 _bmm = ops.BatchMatMul()
@@ -73,13 +77,18 @@ def _extra_row(w):
 
 
 def _qkv_rows(attn, w):
-    """Rows of the q/k/v weight (or bias) as [Q | K | V], q's scaled by 1/sqrt(d)."""
+    """Rows of the q/k/v weight (or bias) as [Q | K | V], q's scaled by 1/sqrt(d) and its
+    heads in "chunk" order: chunk g holds query head g of every kv group (heads kv·G + g),
+    so that q, k and v come out of ONE equal ``Split`` (``FoldedEngine.heads``)."""
     q, kv, _ = attn.sizes
     if attn.grouped_qkv:       # InternLM2: per kv group [G q heads | k | v] -> [Q | K | V]
         g = w.reshape((attn.num_kv_heads, attn.groups + 2, attn.head_dim) + w.shape[1:])
         qs, ks, vs = ops.split(g, [attn.groups, 1, 1], 1)
         w = ops.concat([t.reshape((-1,) + w.shape[1:]) for t in (qs, ks, vs)], 0)
-    return ops.concat((w[:q] * attn.scale, w[q:]), 0)
+    heads = w[:q].reshape((attn.num_kv_heads, attn.groups, attn.head_dim) + w.shape[1:])
+    perm = (1, 0) + tuple(range(2, heads.ndim))
+    chunks = heads.transpose(perm).reshape((q,) + w.shape[1:])
+    return ops.concat((chunks * attn.scale, w[q:]), 0)
 
 
 def _qkv_parts(attn):
@@ -95,9 +104,34 @@ def _head_weight(lm):
     return _unit_rows(w) if lm.config.norm_head else w
 
 
+class Fingerprint(ms.nn.Cell):
+    """One compiled pass over the model's parameters that tells whether any changed: for a
+    matrix W (out, in), rᵀ·W with a fixed random r (out,) — any change of W that does not
+    vanish in float32 rounding changes some of these ``in`` numbers —, vectors as they are.
+    It reads every parameter once and writes almost nothing: ~3 ms for the benchmark's 7M
+    model against ~8-13 ms for refolding (benchmarks/RESULTS.md), so ``DecodeWeights.
+    refresh`` refolds only when this changed (an optimizer's in-place step, ``set_data``,
+    a checkpoint load, a LoRA adapter's update)."""
+
+    def __init__(self, lm):
+        super().__init__(auto_prefix=False)
+        self.params = list(lm.get_parameters())
+        rng = np.random.default_rng(0)
+        self.probes = [Tensor(rng.standard_normal((1, p.shape[0])).astype(np.float32))
+                       if len(p.shape) == 2 else None for p in self.params]
+
+    def construct(self):
+        seen = []
+        for p, r in zip(self.params, self.probes):
+            p = p.astype(ms.float32)
+            seen.append(p.reshape(1, -1) if r is None else ops.matmul(r, p))
+        return ops.concat(seen, 1)
+
+
 class DecodeWeights(ms.nn.Cell):
     """The folded float32 weights of ``lm`` (see the module docstring); calling it (one
-    compiled graph) recomputes them all from the model's LIVE parameters."""
+    compiled graph) recomputes them all from the model's LIVE parameters; ``refresh``
+    does so only if they changed since the last time (``Fingerprint``)."""
 
     def __init__(self, lm):
         super().__init__(auto_prefix=False)
@@ -114,6 +148,15 @@ class DecodeWeights(ms.nn.Cell):
         self.gate_up, self.down = zeros((2 * f, n + 1), "gate_up"), zeros((n + 1, f), "down")
         self.lm_head = ms.Parameter(Tensor(np.zeros((c.vocab_size, n + 1), np.float32)),
                                     "decode_lm_head", requires_grad=False)
+        self.fingerprint, self.folded_from = Fingerprint(lm), None
+
+    def refresh(self) -> None:
+        """Refold (one compiled call) unless the parameters are those last folded."""
+        with execution_mode("graph"):
+            seen = self.fingerprint().asnumpy()
+            if self.folded_from is None or not np.array_equal(seen, self.folded_from):
+                self()
+                self.folded_from = seen
 
     def construct(self):
         body, n, c = self.lm.model, self.n, self.lm.config
@@ -159,34 +202,41 @@ class FoldedEngine(DecodeEngine):
         self.heads_q, self.heads_kv, self.d = c.num_heads, c.kv_heads, c.head_dim
         self.groups = c.num_heads // c.kv_heads
 
-    @staticmethod
-    def host_inputs(bias, cos, sin):
+    def host_inputs(self, bias, cos, sin):
         """(bias, rotation) from the layers' (bias, cos, sin) of T tokens: rotation
-        (B, 1, T, d, d), the token axis second as in every step input; None for ALiBi."""
+        (B, 1, T, G+2, d, d), the token axis third as in every step input: the token's RoPE
+        matrix for the G query chunks and the keys, the identity for the values; None for
+        ALiBi."""
         if cos is None:
             return bias, None
-        return bias, rotation_matrices(cos, sin)
+        r = rotation_matrices(cos, sin)[:, :, :, None]
+        eye = np.broadcast_to(np.eye(self.d, dtype=np.float32), r.shape)
+        return bias, np.concatenate([r] * (self.groups + 1) + [eye], 3)
 
     def heads(self, i: int, u, rotation, batch: int, length: int):
-        """Unit-norm inputs (B·T, n+1) -> q (B, H, T, d), k, v (B, H_kv, T, d)."""
+        """Unit-norm inputs (B·T, n+1) -> q (B, H_kv, G·T, d) (a group's query heads stacked
+        along the query axis, as ``attend`` takes them), k, v (B, H_kv, T, d). The
+        projection's G + 2 chunks of H_kv heads (``_qkv_rows``) are rotated by ONE batched
+        matmul and separated by ONE ``Split``: no strided slices."""
+        g, hk, d = self.groups, self.heads_kv, self.d
         p = _mm_t(u, self.w.qkv[i])
         if self.config.qkv_bias:
             p = p + self.w.qkv_bias[i]
-        p = p.reshape(batch * length, self.heads_q + 2 * self.heads_kv, self.d)
-        qk, v = ops.split(p, [self.heads_q + self.heads_kv, self.heads_kv], 1)
-        if rotation is not None:                          # (B·T, H+H_kv, d) @ (B·T, d, d)
-            qk = _bmm(qk, rotation.reshape(-1, self.d, self.d))
-        q, k = ops.split(qk, [self.heads_q, self.heads_kv], 1)
+        p = p.reshape(batch * length, g + 2, hk, d)
+        if rotation is not None:                # (B·T, G+2, H_kv, d) @ (B·T, G+2, d, d)
+            p = _bmm(p, rotation.reshape(batch * length, g + 2, d, d))
+        *qs, k, v = ops.split(p, 1, 1)
         if length == 1:       # moving a unit axis is a free reshape, not a Transpose kernel
-            return q.reshape(batch, self.heads_q, 1, self.d), \
-                k.reshape(batch, self.heads_kv, 1, self.d), v.reshape(batch, self.heads_kv, 1, self.d)
-        return tuple(t.reshape(batch, length, -1, self.d).transpose(0, 2, 1, 3) for t in (q, k, v))
+            q = qs[0] if g == 1 else ops.concat(qs, -1)      # (B, 1, H_kv, G·d)
+            return q.reshape(batch, hk, g, d), k.reshape(batch, hk, 1, d), v.reshape(batch, hk, 1, d)
+        q = ops.stack(qs, 0).reshape(g, batch, length, hk, d).transpose(1, 3, 0, 2, 4)
+        return (q.reshape(batch, hk, g * length, d),
+                *(t.reshape(batch, length, hk, d).transpose(0, 2, 1, 3) for t in (k, v)))
 
     def attend(self, i: int, q, keys, values, bias, batch: int, length: int):
         """softmax(q·kᵀ + bias)·v (the scale is folded into q), merged and projected."""
         g, hk = self.groups, self.heads_kv
         if g > 1:             # GQA: a group's query heads stacked along the query axis
-            q = q.reshape(batch, hk, g * length, self.d)
             b, h = bias.shape[0], bias.shape[1]
             bias = bias.reshape(b, 1, 1, length, -1) if h == 1 else bias.reshape(b, hk, g, length, -1)
             scores = _bmm_t(q, keys).reshape(batch, hk, g, length, -1) + bias

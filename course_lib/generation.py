@@ -40,7 +40,7 @@ import mindspore as ms
 from mindspore import Tensor, nn, ops
 
 from .layers import MASK_VALUE, KVCache, attention_bias, positions_from_mask
-from .runtime import execution_mode
+from .runtime import execution_mode, graph_repeater
 
 from .validate import check_generate_args
 
@@ -292,14 +292,22 @@ class DecodeEngine(nn.Cell):
             buffer.set_data(ops.zeros(buffer.shape, buffer.dtype))
 
     def _write_cache(self, buffer, where, new):
-        """The new keys (or values) into their slots. ``ops.scatter_nd_update``'s CPU kernel
-        copies the whole buffer to its output at every call; ``ops.scatter_nd_add`` works
-        in place but has a fixed cost even for one slot (benchmarks/probe_cache_write.py;
-        figures in benchmarks/RESULTS.md): the add for buffers of ``ADD_IN_PLACE_BYTES`` and
-        more, into slots that are still zero (``clear()`` when a generation starts; every
-        slot is written once after it)."""
+        """The new keys (or values) into their slots. A block of T > 1 tokens is a prefill:
+        it fills slots 0..T-1 and empties the rest (the whole buffer assigned at once: a new
+        generation starts). Single tokens go to the slots ``where`` says: ``ops.scatter_nd_
+        update``'s CPU kernel copies the whole buffer to its output at every call;
+        ``ops.scatter_nd_add`` works in place but has a fixed cost even for one slot
+        (benchmarks/probe_cache_write.py; figures in benchmarks/RESULTS.md): the add for
+        buffers of ``ADD_IN_PLACE_BYTES`` and more, into slots that are still zero (emptied
+        by the prefill, or ``clear()``; every slot is written once after it)."""
         if new.dtype != buffer.dtype:
             new = new.astype(buffer.dtype)
+        length = new.shape[2]
+        if length > 1:
+            if length < self.slots:
+                rest = ops.zeros(new.shape[:2] + (self.slots - length,) + new.shape[3:], buffer.dtype)
+                new = ops.concat((new, rest), 2)
+            return ops.assign(buffer, new)
         if self.add_in_place:
             return ops.scatter_nd_add(buffer, where, new)
         return ops.scatter_nd_update(buffer, where, new)
@@ -345,8 +353,8 @@ def decode_engine(model, batch: int, slots: int, engine: str = "auto") -> Decode
     recently used beyond ``_ENGINES_PER_MODEL`` is dropped), and all dropped when the
     model's layers or Parameter objects are replaced (``inject_lora``, ``merge_lora``, a
     new Dense: a graph compiled for the old layout would silently keep computing the old
-    model). The folded engine's weights are recomputed from the live parameters here, at
-    the start of every generation. Kept in the model's ``__dict__`` (not child Cells: no
+    model). The folded engine's weights are refolded here, at the start of a generation,
+    when the live parameters changed since the last fold (``folded.Fingerprint``). Kept in the model's ``__dict__`` (not child Cells: no
     extra parameters in checkpoints), so they go away with the model."""
     from . import folded
     kind, layout = engine_kind(model, engine), _layout(model)
@@ -361,8 +369,7 @@ def decode_engine(model, batch: int, slots: int, engine: str = "auto") -> Decode
         weights = model.__dict__.get("_decode_weights")
         if weights is None:
             weights = model.__dict__["_decode_weights"] = folded.DecodeWeights(model)
-        with execution_mode("graph"):
-            weights()
+        weights.refresh()
         engine_ = engine_ or folded.FoldedEngine(model, batch, slots, weights)
     engine_ = engine_ or DecodeEngine(model, batch, slots)
     engines[key] = engine_                               # most recently used last
@@ -412,17 +419,18 @@ class StepInputs:
 
     def __call__(self, j: int):
         """The engine's input Tensors ((bias, cos, sin, where) for ``DecodeEngine``) of the
-        step whose token goes into slot ``j``."""
-        if self.start is None or not self.start <= j < self.start + self.block:
-            self.start = j
-            self.parts = self._build(j, min(j + self.block, self.mask.shape[1]))
-        i = j - self.start
-        return self._tensors(self.parts, i, i + 1) + (Tensor(self.where(j, j + 1)),)
+        step whose token goes into slot ``j``. A block's Tensors are all made when it
+        starts: between two engine calls the host only picks them (NumPy work there
+        competes with the running step for the cores: 0.2-0.3 ms a step measured)."""
+        if self.start is None or not self.start <= j < self.start + len(self.steps):
+            self.start, stop = j, min(j + self.block, self.mask.shape[1])
+            parts, where = self._build(j, stop), self.where(j, stop)
+            self.steps = [self._tensors(parts + (where,), i, i + 1) for i in range(stop - j)]
+        return self.steps[j - self.start]
 
     def span(self, start: int, stop: int):
         """The engine's input Tensors of one call that writes slots start..stop-1."""
-        parts = self._build(start, stop)
-        return self._tensors(parts, 0, stop - start) + (Tensor(self.where(start, stop)),)
+        return self._tensors(self._build(start, stop) + (self.where(start, stop),), 0, stop - start)
 
     @staticmethod
     def _tensors(parts, start: int, stop: int):
@@ -468,12 +476,12 @@ def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0,
     if ids.shape[1] > slots:
         raise ValueError(f"A prompt of {ids.shape[1]} tokens does not fit in {slots} slots.")
     engine = decode_engine(model, len(ids), slots, engine)
-    engine.clear()                   # what an earlier generation left in the slots goes
     inputs = StepInputs(model, mask, slots, engine=engine)
     with execution_mode(engine.mode):
-        if ids.shape[1] >= PREFILL_MIN:
+        if ids.shape[1] >= PREFILL_MIN:  # fills slots 0..width-1, empties the rest
             _, logits = engine(Tensor(ids), *inputs.span(0, ids.shape[1]))
         else:
+            engine.clear()           # what an earlier generation left in the slots goes
             for j in range(ids.shape[1]):
                 _, logits = engine(Tensor(ids[:, j:j + 1]), *inputs(j))
     return DecodeState(ids, mask, logits.asnumpy(), _engine_cache(engine),
@@ -521,10 +529,13 @@ def greedy_decode(model, state: DecodeState, first, steps: int, eos=frozenset())
     inputs = StepInputs(model, mask, state.cache.seq_len, engine=engine)
     chosen = [np.asarray(first, np.int32).reshape(-1, 1)]
     done = np.isin(chosen[0][:, 0], list(eos))
-    token, pending = Tensor(chosen[0]), []
+    token, pending, step = Tensor(chosen[0]), [], None
     with execution_mode(engine.mode):
         for j in range(width, total):
-            token, _ = engine(token, *inputs(j))
+            if step is None:                 # the first step finds the graph, the rest reuse it
+                (token, _), step = graph_repeater(engine, token, *inputs(j))
+            else:
+                token, _ = step(token, *inputs(j))
             pending.append(token)
             if len(pending) == READ_EVERY or j == total - 1:   # read a block of ids at once
                 chosen += [t.asnumpy() for t in pending]

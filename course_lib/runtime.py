@@ -140,6 +140,41 @@ def execution_mode(mode: str):
         ms.set_context(mode=previous)
 
 
+def _signature(args) -> tuple:
+    return tuple(None if a is None else (tuple(a.shape), a.dtype) for a in args)
+
+
+def graph_repeater(cell, *args):
+    """Call ``cell`` once in GRAPH mode (compiling it for these inputs, or finding the graph
+    compiled before) and return (its outputs, ``again``): ``again(*new_args)`` runs THE SAME
+    compiled graph on new inputs of the same shapes and dtypes (anything else is refused).
+
+    Why: ``Cell.__call__`` re-checks the Cell, re-keys its arguments and looks the graph up
+    at every call, 0.2-0.35 ms on this 2-core CPU (benchmarks/RESULTS.md): 10-15 % of a small
+    model's decode step, which calls the same graph hundreds of times. ``again`` goes
+    straight to MindSpore's graph executor with the graph's key (MindSpore 2.7 internals:
+    ``_cell_graph_executor``, ``_real_phase``); in PyNative mode, or on a MindSpore without
+    them, it is ``cell`` itself. Equal outputs: tests/test_generation.py."""
+    import mindspore as ms
+    out = cell(*args)
+    try:
+        from mindspore.common.api import _cell_graph_executor, _real_phase
+        executor = _cell_graph_executor._graph_executor
+        phase = _real_phase(cell.phase, cell)
+    except (ImportError, AttributeError):
+        return out, cell
+    if ms.get_context("mode") != ms.GRAPH_MODE or not executor.has_compiled(phase):
+        return out, cell
+    expected = _signature(args)
+
+    def again(*new_args):
+        if _signature(new_args) != expected:
+            raise ValueError(f"graph_repeater: inputs {_signature(new_args)} differ from the "
+                             f"compiled graph's {expected}; call the Cell itself.")
+        return executor(tuple(a for a in new_args if a is not None), phase)
+    return out, again
+
+
 @contextmanager
 def eval_mode(model):
     """``model.set_train(False)`` for the block (dropout off), then the training flag it had.

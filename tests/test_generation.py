@@ -295,3 +295,68 @@ def test_in_place_cache_write_equals_recompute(which, alibi_model, rope_model, m
             assert generate(model, prompts, 12) == generate(model, prompts, 12, use_cache=False)
     finally:
         model.__dict__.pop("_decode_engines", None)
+
+
+def test_folded_weights_follow_in_place_updates():
+    """The folded engine refolds only when ``folded.Fingerprint`` changed: an optimizer-like
+    in-place update inside a compiled graph (no ``set_data``) must be seen — the next
+    ``generate`` equals the cache-free recompute and differs from before — and so must a
+    change of ONE element of one matrix (the fingerprint differs)."""
+    import course_lib as cl
+    from course_lib.runtime import execution_mode
+
+    class Update(ms.nn.Cell):
+        def __init__(self, param, value):
+            super().__init__()
+            self.param, self.value = param, ms.Tensor(value)
+
+        def construct(self):
+            return ms.ops.assign(self.param, self.value)
+
+    cl.seed_everything(3)
+    model = InternLMForCausalLM(internlm.tiny(hidden_size=32, num_layers=2, num_heads=4))
+    before = generate(model, PROMPTS, 8, engine="folded")
+    weights = model.__dict__["_decode_weights"]
+    stamp = weights.folded_from.copy()
+    param = model.model.layers[1].self_attn.o_proj.weight
+    rng = np.random.default_rng(0)
+    with execution_mode("graph"):
+        Update(param, rng.normal(0, 0.5, param.shape).astype(np.float32))()
+    after = generate(model, PROMPTS, 8, engine="folded")
+    assert after != before and after == generate(model, PROMPTS, 8, use_cache=False)
+    one = param.asnumpy().copy()
+    one[3, 5] += 1e-3
+    with execution_mode("graph"):
+        Update(param, one)()
+        assert not np.array_equal(weights.fingerprint().asnumpy(), weights.folded_from)
+    assert not np.array_equal(stamp, weights.folded_from)
+
+
+def test_graph_repeater_runs_the_same_graph_and_refuses_other_shapes():
+    """``runtime.graph_repeater``: later calls run the compiled graph on new inputs and give
+    what calling the Cell gives; inputs of other shapes are refused; in PyNative mode it
+    is the Cell itself."""
+    from course_lib.runtime import execution_mode, graph_repeater
+
+    class Affine(ms.nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.w = ms.Parameter(ms.Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)))
+
+        def construct(self, x, shift):
+            return ms.ops.matmul(x, self.w) + shift
+
+    cell, rng = Affine(), np.random.default_rng(0)
+    inputs = [(ms.Tensor(rng.normal(size=(2, 3)).astype(np.float32)),
+               ms.Tensor(rng.normal(size=(2, 4)).astype(np.float32))) for _ in range(3)]
+    with execution_mode("graph"):
+        first, again = graph_repeater(cell, *inputs[0])
+        assert again is not cell
+        for x, shift in inputs[1:]:
+            np.testing.assert_array_equal(again(x, shift).asnumpy(), cell(x, shift).asnumpy())
+            np.testing.assert_allclose(again(x, shift).asnumpy(),
+                                       x.asnumpy() @ cell.w.asnumpy() + shift.asnumpy(), rtol=1e-6)
+        with pytest.raises(ValueError, match="differ from the compiled graph"):
+            again(ms.Tensor(np.ones((5, 3), np.float32)), inputs[0][1])
+    with execution_mode("pynative"):
+        assert graph_repeater(cell, *inputs[0])[1] is cell
