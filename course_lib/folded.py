@@ -39,7 +39,7 @@ from mindspore import Tensor, ops
 from .generation import DecodeEngine
 from .runtime import execution_mode
 
-_mm_t = ops.MatMul(transpose_b=True)           # x @ Wᵀ with W stored (out, in), as nn.Dense
+_mm = ops.MatMul()              # x @ W, the folded W stored (in, out): see DecodeWeights
 _bmm = ops.BatchMatMul()
 _bmm_t = ops.BatchMatMul(transpose_b=True)
 _unit_norm = ops.L2Normalize(axis=-1, epsilon=1e-12)
@@ -131,7 +131,10 @@ class Fingerprint(ms.nn.Cell):
 class DecodeWeights(ms.nn.Cell):
     """The folded float32 weights of ``lm`` (see the module docstring); calling it (one
     compiled graph) recomputes them all from the model's LIVE parameters; ``refresh``
-    does so only if they changed since the last time (``Fingerprint``)."""
+    does so only if they changed since the last time (``Fingerprint``). Each is stored
+    (in, out), not as ``nn.Dense`` stores its weight: MindSpore 2.7's CPU MatMul with
+    ``transpose_b`` took 1.8x as long for 8 rows and 1.2x for 128 (the same for one row;
+    benchmarks/RESULTS.md), and the transpose is paid once per fold, not per token."""
 
     def __init__(self, lm):
         super().__init__(auto_prefix=False)
@@ -143,10 +146,10 @@ class DecodeWeights(ms.nn.Cell):
         zeros = lambda shape, name: ms.ParameterTuple(                             # noqa: E731
             ms.Parameter(Tensor(np.zeros(shape, np.float32)), f"decode_{name}{i}",
                          requires_grad=False) for i in range(layers))
-        self.qkv, self.qkv_bias = zeros((width, n + 1), "qkv"), zeros((width,), "qkv_bias")
-        self.o, self.o_bias = zeros((n + 1, c.qkv_sizes[0]), "o"), zeros((n + 1,), "o_bias")
-        self.gate_up, self.down = zeros((2 * f, n + 1), "gate_up"), zeros((n + 1, f), "down")
-        self.lm_head = ms.Parameter(Tensor(np.zeros((c.vocab_size, n + 1), np.float32)),
+        self.qkv, self.qkv_bias = zeros((n + 1, width), "qkv"), zeros((width,), "qkv_bias")
+        self.o, self.o_bias = zeros((c.qkv_sizes[0], n + 1), "o"), zeros((n + 1,), "o_bias")
+        self.gate_up, self.down = zeros((n + 1, 2 * f), "gate_up"), zeros((f, n + 1), "down")
+        self.lm_head = ms.Parameter(Tensor(np.zeros((n + 1, c.vocab_size), np.float32)),
                                     "decode_lm_head", requires_grad=False)
         self.fingerprint, self.folded_from = Fingerprint(lm), None
 
@@ -164,17 +167,17 @@ class DecodeWeights(ms.nn.Cell):
             a, mlp = layer.self_attn, layer.mlp
             parts = _qkv_parts(a)
             w = _qkv_rows(a, ops.concat([_weight(x) for x in parts], 0))
-            ops.assign(self.qkv[i], _fold_norm(w, layer.input_layernorm.weight, n))
+            ops.assign(self.qkv[i], _fold_norm(w, layer.input_layernorm.weight, n).T)
             if c.qkv_bias:
                 b = ops.concat([x.bias.astype(ms.float32) for x in parts], 0)
                 ops.assign(self.qkv_bias[i], _qkv_rows(a, b))
-            ops.assign(self.o[i], _extra_row(_weight(a.o_proj)))
+            ops.assign(self.o[i], _extra_row(_weight(a.o_proj)).T)
             if c.o_bias:
                 ops.assign(self.o_bias[i], _extra_row(a.o_proj.bias.astype(ms.float32)))
             gate_up = ops.concat((_weight(mlp.gate_proj), _weight(mlp.up_proj)), 0)
-            ops.assign(self.gate_up[i], _fold_norm(gate_up, layer.post_attention_layernorm.weight, n))
-            ops.assign(self.down[i], _extra_row(_weight(mlp.down_proj)))
-        return ops.assign(self.lm_head, _fold_norm(_head_weight(self.lm), body.norm.weight, n))
+            ops.assign(self.gate_up[i], _fold_norm(gate_up, layer.post_attention_layernorm.weight, n).T)
+            ops.assign(self.down[i], _extra_row(_weight(mlp.down_proj)).T)
+        return ops.assign(self.lm_head, _fold_norm(_head_weight(self.lm), body.norm.weight, n).T)
 
 
 def rotation_matrices(cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -219,7 +222,7 @@ class FoldedEngine(DecodeEngine):
         projection's G + 2 chunks of H_kv heads (``_qkv_rows``) are rotated by ONE batched
         matmul and separated by ONE ``Split``: no strided slices."""
         g, hk, d = self.groups, self.heads_kv, self.d
-        p = _mm_t(u, self.w.qkv[i])
+        p = _mm(u, self.w.qkv[i])
         if self.config.qkv_bias:
             p = p + self.w.qkv_bias[i]
         p = p.reshape(batch * length, g + 2, hk, d)
@@ -246,7 +249,7 @@ class FoldedEngine(DecodeEngine):
         out = _bmm(probs, values).reshape(batch, self.heads_q, length, self.d)
         if length > 1:
             out = out.transpose(0, 2, 1, 3)
-        out = _mm_t(out.reshape(batch * length, self.heads_q * self.d), self.w.o[i])
+        out = _mm(out.reshape(batch * length, self.heads_q * self.d), self.w.o[i])
         return out + self.w.o_bias[i] if self.config.o_bias else out
 
     def construct(self, token, bias, rotation, where):
@@ -259,10 +262,10 @@ class FoldedEngine(DecodeEngine):
             keys = self._write_cache(self.keys[i], where, k)
             values = self._write_cache(self.values[i], where, v)
             h = h + self.attend(i, q, keys, values, bias, batch, length)
-            gate, up = ops.split(_mm_t(_unit_norm(h), self.w.gate_up[i]),
+            gate, up = ops.split(_mm(_unit_norm(h), self.w.gate_up[i]),
                                  self.config.intermediate_size, -1)
-            h = h + _mm_t(ops.silu(gate) * up, self.w.down[i])
+            h = h + _mm(ops.silu(gate) * up, self.w.down[i])
         if length > 1:              # a whole prompt (prefill): only its last column's logits
             h = h.reshape(batch, length, -1)[:, -1]
-        logits = _mm_t(_unit_norm(h), self.w.lm_head)                       # (B, V)
+        logits = _mm(_unit_norm(h), self.w.lm_head)                         # (B, V)
         return ops.argmax(logits, -1).astype(ms.int32).reshape(-1, 1), logits
