@@ -25,8 +25,8 @@ the live parameters when a generation starts and they changed (``DecodeWeights.r
 ``Fingerprint``). That is why
 ``generate(engine="auto")`` uses this engine only for float32 models (the course's small
 ones) and the layers' engine for half-precision checkpoints (``supports`` refuses
-them). QK-norm (Qwen3) is not folded: such models always use the layers' engine. Equal to the model's forward:
-tests/test_generation.py (one equivalence suite over both engines).
+them). QK-norm (Qwen3) is not folded: such models always use the layers' engine. Equal to
+the model's forward: tests/test_engines.py (one equivalence suite over both engines).
 """
 from __future__ import annotations
 
@@ -175,7 +175,8 @@ class DecodeWeights(ms.nn.Cell):
             if c.o_bias:
                 ops.assign(self.o_bias[i], _extra_row(a.o_proj.bias.astype(ms.float32)))
             gate_up = ops.concat((_weight(mlp.gate_proj), _weight(mlp.up_proj)), 0)
-            ops.assign(self.gate_up[i], _fold_norm(gate_up, layer.post_attention_layernorm.weight, n).T)
+            gate_up = _fold_norm(gate_up, layer.post_attention_layernorm.weight, n)
+            ops.assign(self.gate_up[i], gate_up.T)
             ops.assign(self.down[i], _extra_row(_weight(mlp.down_proj)).T)
         return ops.assign(self.lm_head, _fold_norm(_head_weight(self.lm), body.norm.weight, n).T)
 
@@ -231,7 +232,8 @@ class FoldedEngine(DecodeEngine):
         *qs, k, v = ops.split(p, 1, 1)
         if length == 1:       # moving a unit axis is a free reshape, not a Transpose kernel
             q = qs[0] if g == 1 else ops.concat(qs, -1)      # (B, 1, H_kv, G·d)
-            return q.reshape(batch, hk, g, d), k.reshape(batch, hk, 1, d), v.reshape(batch, hk, 1, d)
+            return (q.reshape(batch, hk, g, d), k.reshape(batch, hk, 1, d),
+                    v.reshape(batch, hk, 1, d))
         q = ops.stack(qs, 0).reshape(g, batch, length, hk, d).transpose(1, 3, 0, 2, 4)
         return (q.reshape(batch, hk, g * length, d),
                 *(t.reshape(batch, length, hk, d).transpose(0, 2, 1, 3) for t in (k, v)))

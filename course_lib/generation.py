@@ -305,8 +305,8 @@ class DecodeEngine(nn.Cell):
         length = new.shape[2]
         if length > 1:
             if length < self.slots:
-                rest = ops.zeros(new.shape[:2] + (self.slots - length,) + new.shape[3:], buffer.dtype)
-                new = ops.concat((new, rest), 2)
+                empty = new.shape[:2] + (self.slots - length,) + new.shape[3:]
+                new = ops.concat((new, ops.zeros(empty, buffer.dtype)), 2)
             return ops.assign(buffer, new)
         if self.add_in_place:
             return ops.scatter_nd_add(buffer, where, new)
@@ -354,8 +354,9 @@ def decode_engine(model, batch: int, slots: int, engine: str = "auto") -> Decode
     model's layers or Parameter objects are replaced (``inject_lora``, ``merge_lora``, a
     new Dense: a graph compiled for the old layout would silently keep computing the old
     model). The folded engine's weights are refolded here, at the start of a generation,
-    when the live parameters changed since the last fold (``folded.Fingerprint``). Kept in the model's ``__dict__`` (not child Cells: no
-    extra parameters in checkpoints), so they go away with the model."""
+    when the live parameters changed since the last fold (``folded.Fingerprint``). Kept in
+    the model's ``__dict__`` (not child Cells: no extra parameters in checkpoints), so they
+    go away with the model."""
     from . import folded
     kind, layout = engine_kind(model, engine), _layout(model)
     if model.__dict__.get("_decode_layout") != layout:
