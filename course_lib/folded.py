@@ -15,7 +15,7 @@ engines fold weights:
   up in one;
 * RoPE as one rotation matrix per token (``rotation_matrices``): the G + 2 chunks of
   H_kv heads (q's, k, v) rotated by one ``BatchMatMul`` (v's "rotation" the identity),
-  then separated by one equal ``Split`` — no strided slices, ~35 us each on this CPU;
+  then separated by one equal ``Split`` — no strided slices, 6-35 us each on this CPU;
 * o_proj and down_proj with a zero row for the extra feature (``_extra_row``); the head
   (untied, tied to the embeddings, or Baichuan2's normalised rows) folded with the final
   norm; LoRA adapters added in (``_weight``).

@@ -398,9 +398,10 @@ class StepInputs:
     """The host-side inputs of the engine calls of one batch, built with the model's own
     ``attention_bias`` and rotary embedding: a query in slot j attends to the real tokens
     in slots <= j. One decode step's inputs come from a ``block`` of steps built in one
-    NumPy call; ``span`` builds those of several consecutive slots at once (a prefill)."""
+    NumPy call; ``span`` builds those of several consecutive slots at once (a prefill).
+    ``engine`` is the engine instance they are for (its ``host_inputs`` shapes them)."""
 
-    def __init__(self, model, mask: np.ndarray, slots: int, block: int = 32, engine=DecodeEngine):
+    def __init__(self, model, mask: np.ndarray, slots: int, block: int = 32, *, engine):
         self.body, self.mask, self.slots, self.block = model.model, mask, slots, block
         self.engine, self.start = engine, None
 
