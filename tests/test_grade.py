@@ -455,5 +455,5 @@ def test_raw_output_below_python_cannot_fill_the_disk():
     flood = "import os\nfor _ in range(100):\n    os.write(2, b'x' * 2**20)\n"
     [(status, child)] = sandbox.run_all([(sandbox.run_cell, {"setup": cell.setup, "code": flood,
                                                              "calls": cell.calls})], timeout=120)
-    assert status == "ok" and "File too large" in child["error"], (status, child)
+    assert status == "ok" and "File too large" in child["errors"][0]["error"], (status, child)
     assert sandbox.MAX_FILE_BYTES < 100 * 2**20

@@ -22,7 +22,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import audit, notebooks, report, sandbox
+from . import audit, context, notebooks, report, runner, sandbox
 from .judge import VERDICTS, Result
 
 DEFAULT_TIMEOUT = 120.0               # seconds per exercise cell, MindSpore's import included
@@ -67,9 +67,10 @@ class Gradebook:
 
 
 def _plan(learners: dict, cells: dict) -> tuple[dict, list]:
-    """Verdicts that need no process (missing, unreadable, untouched), and the cells to run."""
+    """Verdicts that need no process (missing, unreadable, untouched), and the cells to run
+    (``runner.Attempt``: the learner's code and its context in the learner's notebook)."""
     decided: dict[str, dict[str, Result]] = {}
-    tasks: list = []                              # (learner, ExerciseCell, code)
+    tasks: list = []                              # runner.Attempt
     for who, books in learners.items():
         decided[who] = {}
         for chapter, groups in cells.items():
@@ -90,12 +91,35 @@ def _plan(learners: dict, cells: dict) -> tuple[dict, list]:
                     outcome = Result("not attempted", "练习单元还是原来的脚手架")
                 elif found is not None:
                     code = notebooks.without_examples(notebooks.cell_source(found), cell.examples)
-                    tasks.append((who, cell, code))
+                    earlier = list(notebooks.earlier_code(nb, found))
+                    tasks.append(runner.Attempt(who, cell, code, context.context(
+                        earlier, code, cell.earlier), len(earlier)))
                     continue
                 else:
                     outcome = problem
                 decided[who].update({ex: outcome for ex in cell.exercises})
     return decided, tasks
+
+
+def _read(code: str, pieces: list, cell, registry, registered) -> audit.Finding | None:
+    """The static reader's verdict on the cell and the learner's statements of its context
+    (the names of the whole context resolve the cell's). A learner's import or configuration
+    call that the cell does not need is dropped from the context instead (an ``import sys``
+    left in an earlier cell does not make the exercise an error)."""
+    targets = [t for ex in cell.exercises for t in registry[ex].targets]
+    names = cell.setup + "".join(p.code + "\n" for p in pieces)
+    finding = audit.audit(code, names, cell.exercises, targets, registered)
+    for p in [p for p in pieces if p.learner]:
+        found = audit.audit(p.code, names, cell.exercises, targets, registered)
+        if found is not None and finding is None:
+            needed = context.bound_names(context.statements(p.code)[0]) & \
+                context.free_names(context.statements(code) or [])
+            if needed or not context.is_configuration(context.statements(p.code)[0]):
+                finding = audit.Finding(found.verdict, f"前面第 {p.cell + 1} 个代码单元（第 "
+                                        f"{p.line} 行起）{found.reason}")
+            else:
+                pieces.remove(p)
+    return finding
 
 
 def _audited(tasks: list, decided: dict) -> list:
@@ -104,43 +128,42 @@ def _audited(tasks: list, decided: dict) -> list:
     registry = all_exercises()
     registered = {f"course_lib.check.{name}" for name in registry}
     runnable = []
-    for who, cell, code in tasks:
-        targets = [t for ex in cell.exercises for t in registry[ex].targets]
-        finding = audit.audit(code, cell.setup, cell.exercises, targets, registered)
+    for task in tasks:
+        finding = _read(task.code, task.pieces, task.cell, registry, registered)
         if finding is None:
-            runnable.append((who, cell, code))
+            runnable.append(task)
         else:
             hint = finding.reason if finding.verdict == "borrowed" else \
                 f"评分器没有运行这个单元：它{finding.reason}。练习单元里只写题目要的代码，再调用检查函数。"
-            decided[who].update({ex: Result(finding.verdict, hint) for ex in cell.exercises})
+            decided[task.who].update({ex: Result(finding.verdict, hint) for ex in task.cell.exercises})
     return runnable
 
 
 def _reference_specs(tasks: list, timeout: float) -> dict:
     """{chapter: (reference_cell, kwargs, timeout)} for the exercises some learner ran."""
     wanted: dict[str, set] = {}
-    for _, cell, _ in tasks:
-        wanted.setdefault(cell.chapter, set()).update(cell.exercises)
+    for task in tasks:
+        wanted.setdefault(task.cell.chapter, set()).update(task.cell.exercises)
     return {ch: (sandbox.reference_cell, {"setup": notebooks.setup_for(ch), "names": sorted(names)},
                  max(4 * timeout, 300.0)) for ch, names in wanted.items()}
 
 
 def _run_and_judge(tasks: list, decided: dict, timeout: float, jobs) -> None:
-    """Run the reference checks and the learners' cells; judge every cell's data here."""
+    """Run the reference checks and the learners' chapters; judge every cell's data here."""
     refs = _reference_specs(tasks, timeout)
-    specs = list(refs.values()) + [(sandbox.run_cell, {"setup": cell.setup, "code": code,
-                                                       "calls": cell.calls}) for _, cell, code in tasks]
     salt = {"COURSE_CHECK_SALT": str(secrets.randbelow(2**31))}
-    outcomes = sandbox.run_all(specs, timeout, jobs, env=salt)
+    outcomes, cells = runner.run(tasks, list(refs.values()), timeout, jobs, salt)
     references = {}
-    for (chapter, (_, kwargs, _)), (status, value) in zip(refs.items(), outcomes):
+    for (_, kwargs, _), (status, value) in zip(refs.values(), outcomes):
         if status == "ok":
             references.update(sandbox.references_from(kwargs["names"], value))
-    for (who, cell, _), (status, value) in zip(tasks, outcomes[len(refs):]):
-        if status == "ok":
-            decided[who].update(sandbox.verdicts_from(cell.exercises, value, references))
+    for task in tasks:
+        value = cells.get(task.key, Result("error", "这个单元没有运行（评分器的问题，请告诉老师）"))
+        if isinstance(value, Result):
+            decided[task.who].update({ex: value for ex in task.cell.exercises})
         else:
-            decided[who].update({ex: Result(status, value) for ex in cell.exercises})
+            decided[task.who].update(sandbox.verdicts_from(task.cell.exercises, value, references,
+                                                           timeout))
 
 
 def grade(submissions_dir, out_csv=None, html=None, timeout: float = DEFAULT_TIMEOUT,

@@ -59,6 +59,35 @@ def _aliases(tree: ast.AST) -> dict[str, str]:
     return {local: bound for _, local, bound, _ in _imports(tree)}
 
 
+def _final_aliases(tree: ast.Module) -> dict[str, str]:
+    """{name: dotted path} that the imports of ``tree`` leave bound at its end: a later def,
+    class or assignment of the same name (the learner's own, in an earlier cell) replaces it."""
+    names: dict[str, str] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update(_aliases(stmt))
+        else:
+            for name in _own_bindings(ast.Module(body=[stmt], type_ignores=[])):
+                names.pop(name, None)
+    return names
+
+
+def _own_bindings(tree: ast.Module) -> dict[str, int]:
+    """{name: the line of the first top-level statement that binds it without importing
+    it}: a def, a class or an assignment of the cell's own."""
+    own: dict[str, int] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.setdefault(stmt.name, stmt.end_lineno or stmt.lineno)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        own.setdefault(n.id, stmt.end_lineno or stmt.lineno)
+    return own
+
+
 def _dotted(node: ast.AST) -> list[str] | None:
     """``a.b.c`` as ["a", "b", "c"] (None when the chain does not start at a name)."""
     parts = []
@@ -75,10 +104,20 @@ class _Reader:
 
     def __init__(self, source: str, setup: str, exercises, targets, registered):
         self.tree = ast.parse(source)
-        self.names = {**_aliases(ast.parse(setup)), **_aliases(self.tree)}
+        self.names = {**_final_aliases(ast.parse(setup)), **_aliases(self.tree)}
         self.exercises, self.registered = set(exercises), set(registered)
         self.targets = tuple(targets)
         self.found: list[tuple[int, Finding]] = []
+        self.own = _own_bindings(self.tree)
+        self.deferred = {id(n) for f in ast.walk(self.tree) if isinstance(
+            f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for n in ast.walk(f)}
+
+    def shadowed(self, node) -> bool:
+        """``node`` (a Name) reads the cell's own definition of its name, not an imported one
+        of the same name: inside a function (run when the checker calls it, after the whole
+        cell) or after the top-level statement that (re)defines it."""
+        line = self.own.get(node.id)
+        return line is not None and (id(node) in self.deferred or node.lineno > line)
 
     def flag(self, node, verdict: str, reason: str) -> None:
         self.found.append((getattr(node, "lineno", 0), Finding(verdict, f"{reason}（第 {getattr(node, 'lineno', '?')} 行）")))
@@ -141,6 +180,11 @@ class _Reader:
         parts = _dotted(node)
         if not parts or parts[0] not in self.names:
             return
+        head = node
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        if self.shadowed(head):
+            return
         if not isinstance(node.ctx, ast.Load):
             self.flag(node, "error", f"改写了别的模块的属性 {'.'.join(parts)}")
         elif not inner:                          # judge the whole chain once, at its end
@@ -151,7 +195,8 @@ class _Reader:
             self.flag(node, "error", f"用到了解释器内部的名字 {node.id}")
         elif node.id in BLOCKED_CALLS and node.id not in self.names:
             self.flag(node, "error", f"用到了 {node.id}()（动态执行代码，评分器不运行它）")
-        elif node.id in self.names and not inner and isinstance(node.ctx, ast.Load):
+        elif node.id in self.names and not inner and isinstance(node.ctx, ast.Load) and \
+                not self.shadowed(node):
             self.judge_path(node, self.names[node.id], called=called)
 
 

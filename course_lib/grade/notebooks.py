@@ -10,8 +10,9 @@ keep that metadata, so a cell is found by it wherever the learner moved it; neve
 A copy made before the metadata existed falls back to the cell that calls every checker of
 the group (``chNN.name(`` in its source).
 
-:data:`SETUP` is what the grader runs before a learner's cell: the imports the course's
-notebook has made by then (not the learner's earlier cells, which may train for minutes).
+Before a learner's cell the grader runs :data:`COMMON_SETUP` (the first cell of every
+chapter: device, seeds, the checker module), then the *context* of the cell in the learner's
+own notebook: what the earlier cells defined that the cell uses (``grade.context``).
 """
 from __future__ import annotations
 
@@ -34,15 +35,6 @@ from mindspore import nn, ops, Tensor, Parameter
 import course_lib as cl
 cl.setup(quiet=True)
 """
-SETUP: dict[str, str] = {
-    "00": "from course_lib.tokenizer import load_tokenizer\ntok = load_tokenizer()\n",
-    "04": "from mindspore.train import Model, Callback\n",
-    "06": "from course_lib import layers\n",
-    "08": "from course_lib import lora\n",
-    "10": "from course_lib.baichuan import baichuan_13b\nbig = baichuan_13b()\n",
-    "11": ('os.environ["DIFFUSERS_VERBOSITY"] = "error"\nos.environ["HF_HUB_OFFLINE"] = "1"\n'
-           "import mindnlp\nimport torch\nimport mindtorch\n"),
-}
 
 
 class NotebookError(ValueError):
@@ -57,6 +49,7 @@ class ExerciseCell:
     scaffold: str                      # the course notebook's source of this cell
     calls: dict = field(default_factory=dict)  # code exercise -> the course's checker call
     examples: tuple[str, ...] = ()     # the course's example calls of number exercises
+    earlier: tuple[str, ...] = ()      # the course notebook's code cells before this one
 
     @property
     def setup(self) -> str:
@@ -64,9 +57,16 @@ class ExerciseCell:
 
 
 def setup_for(chapter: str) -> str:
-    """What the grader runs before a cell of ``chapter`` (and before its reference run)."""
-    return (COMMON_SETUP + f"from course_lib.check import ch{chapter}, show_solution\n"
-            + SETUP.get(chapter, ""))
+    """What the grader runs before a cell of ``chapter`` (and before its reference run),
+    ahead of the cell's context: the course's first cell, and the chapter's checkers."""
+    return COMMON_SETUP + f"from course_lib.check import ch{chapter}, show_solution\n"
+
+
+def earlier_code(nb: dict, cell: dict) -> tuple[str, ...]:
+    """The sources of the code cells of ``nb`` before ``cell``, in order."""
+    code = [c for c in nb["cells"] if isinstance(c, dict) and c.get("cell_type") == "code"]
+    where = next(i for i, c in enumerate(code) if c is cell)
+    return tuple(cell_source(c) for c in code[:where])
 
 
 def chapter_of(path: Path) -> str | None:
@@ -224,7 +224,8 @@ def course_cells(course_dir: Path = COURSE_NOTEBOOKS) -> dict[str, list[Exercise
             cells[chapter].append(ExerciseCell(
                 chapter, tuple(group), source,
                 calls={ex: s for ex, s in stmts.items() if kinds.get(ex) == "code"},
-                examples=tuple(s for ex, s in stmts.items() if kinds.get(ex) == "number")))
+                examples=tuple(s for ex, s in stmts.items() if kinds.get(ex) == "number"),
+                earlier=earlier_code(nb, cell)))
     return cells
 
 
