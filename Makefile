@@ -41,15 +41,20 @@ lab: venv kernel
 
 # Unit tests + every notebook under nbval, at CI scale, in one pytest run, after `make browser`
 # (headless Chromium for the HTML gradebook test; as root it installs Debian's chromium).
+# nbval runs copies of the notebooks with a learner's right answer after each exercise cell
+# (tools/learner_notebooks.py): the course's cells as they are, then the answer, which must pass.
+LEARNER_BOOK := build/learner-notebooks
 test: venv kernel browser
-	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests notebooks \
+	$(BIN)/python tools/learner_notebooks.py $(LEARNER_BOOK)
+	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests $(LEARNER_BOOK) \
 	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q
 
 unit: venv
 	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests -q
 
 notebooks: venv
-	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest notebooks \
+	$(BIN)/python tools/learner_notebooks.py $(LEARNER_BOOK)
+	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest $(LEARNER_BOOK) \
 	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q
 
 # Instructors: execute all notebooks in order at the learner's scale (COURSE_SCALE=full

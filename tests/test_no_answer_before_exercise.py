@@ -1,4 +1,11 @@
-"""No number exercise's answer is on screen before the exercise asks for it.
+"""No answer is on screen before the exercise asks for it.
+
+Code exercises: no stored output before the exercise cell (nor the exercise cell's own stored
+output: what the untouched scaffold prints), and no comment of the scaffold, shows a line of
+the reference solution's code (``course_lib.check.leaks``: a run of 6 code tokens of the
+solution that the scaffold itself does not show).
+
+Number exercises:
 
 For every registered number exercise ``chNN.exK`` the answer (from its registered solution,
 computed in a subprocess: checker modules import MindSpore, chapter 11's imports mindnlp) is
@@ -29,9 +36,12 @@ import numpy as np
 from course_lib.check import all_exercises
 from course_lib.check.common import as_number, as_numbers, BadAnswer
 exercises = all_exercises()
-out = {"answers": {}, "errors": {}, "unregistered": []}
+out = {"answers": {}, "errors": {}, "unregistered": [], "solutions": {}}
 for name, ex in exercises.items():
-    if ex.kind != "number":
+    if ex.kind == "code":
+        obj = ex.solution()
+        target = obj if (inspect.isclass(obj) or inspect.isfunction(obj)) else ex.solution
+        out["solutions"][name] = [inspect.getsource(target), list(ex.taught)]
         continue
     try:
         value = ex.solution()
@@ -92,8 +102,11 @@ def _number_texts(v) -> set[str]:
     return texts
 
 
+MIN_DIGITS = 3                # fewer significant digits ("6.5", "24") occur by chance on any page
+
+
 def _number_pattern(v) -> str | None:
-    texts = sorted((t for t in _number_texts(v) if _digits(t) >= 3), key=len, reverse=True)
+    texts = sorted((t for t in _number_texts(v) if _digits(t) >= MIN_DIGITS), key=len, reverse=True)
     if not texts:
         return None
     return "(?:" + "|".join(re.escape(t) for t in texts) + ")"
@@ -110,7 +123,7 @@ def answer_patterns(answer) -> list[re.Pattern]:
     if isinstance(answer, str):
         return [re.compile(re.escape(answer))] if len(answer) >= 4 else []
     if isinstance(answer, list):
-        if sum(_digits(str(x)) for x in answer) < 3:
+        if sum(_digits(str(x)) for x in answer) < MIN_DIGITS:
             return []
         sep = r"[\s,]+"
         body = sep.join(_element_pattern(x) for x in answer)
@@ -149,20 +162,61 @@ def exercise_cell(nb, name: str) -> int | None:
     return None
 
 
+def _before(nb, stop: int):
+    """(cell index, where, text) of everything on screen before the learner answers: every
+    cell before the exercise cell, and the exercise cell's stored output (what its scaffold
+    and the course's example calls print)."""
+    for i, cell in enumerate(nb.cells[:stop + 1]):
+        for where, text in _cell_texts(cell):
+            if i < stop or where == "output":
+                yield i, where, text
+
+
 def leaks(nb, name: str, answer) -> list[str]:
     """Where ``answer`` shows up before the exercise cell of ``name`` (empty: nowhere)."""
     stop = exercise_cell(nb, name)
     assert stop is not None, f"{name} is never asked in its notebook"
     found = []
     for pattern in answer_patterns(answer):
-        for i, cell in enumerate(nb.cells[:stop]):
-            for where, text in _cell_texts(cell):
-                for phrase in QUESTION_INPUTS.get(name, ()):
-                    text = text.replace(phrase, " " * len(phrase))
-                m = pattern.search(text)
-                if m:
-                    found.append(f"cell {i} {where}: ...{text[max(0, m.start() - 40):m.end() + 20]!r}")
+        for i, where, text in _before(nb, stop):
+            for phrase in QUESTION_INPUTS.get(name, ()):
+                text = text.replace(phrase, " " * len(phrase))
+            m = pattern.search(text)
+            if m:
+                found.append(f"cell {i} {where}: ...{text[max(0, m.start() - 40):m.end() + 20]!r}")
     return found
+
+
+def _comments(source: str) -> str:
+    return "\n".join(line.split("#", 1)[1] for line in source.splitlines() if "#" in line)
+
+
+def code_leaks(nb, name: str, solution: str, taught=()) -> list[str]:
+    """Where a line of ``solution`` (a code exercise's reference source) is on screen before
+    the learner tries: in a stored output before or under the scaffold, or in a comment of
+    the scaffold."""
+    from course_lib.check import leaks as scan
+    stop = exercise_cell(nb, name)
+    assert stop is not None, f"{name} is never asked in its notebook"
+    runs = scan.solution_runs(solution, nb.cells[stop].source, taught)
+    texts = [(i, w, t) for i, w, t in _before(nb, stop) if w == "output"]
+    texts.append((stop, "scaffold comment", _comments(nb.cells[stop].source)))
+    found = []
+    for i, where, text in texts:
+        shown = scan.shows_code(text, runs)
+        if shown:
+            found.append(f"cell {i} {where}: {shown!r}")
+    return found
+
+
+@pytest.mark.parametrize("nn", sorted(NOTEBOOKS))
+def test_no_solution_code_before_its_exercise(nn, registry):
+    chapter = f"ch{nn}"
+    nb = nbformat.read(NOTEBOOKS[nn], as_version=4)
+    problems = {name: found for name, (source, taught) in registry["solutions"].items()
+                if name.startswith(chapter + ".") and (found := code_leaks(nb, name, source, taught))}
+    assert not problems, "solution code on screen before its exercise:\n" + "\n".join(
+        f"{n}: " + "; ".join(f) for n, f in problems.items())
 
 
 @pytest.mark.parametrize("nn", sorted(NOTEBOOKS))

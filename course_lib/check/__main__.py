@@ -11,6 +11,7 @@ from . import all_exercises
 from .common import recording
 
 BAD_NUMBERS = (None, "42", float("nan"), [1, "a"])
+DEMO_NUMBER = 0                   # the neutral value of the notebooks' example calls
 
 
 def _quiet(func, arg):
@@ -45,6 +46,45 @@ def judged_problems(ex, ref_run, wrong_runs) -> list[str]:
     return problems
 
 
+def _scaffold(ex) -> str:
+    """The source of the exercise's scaffold cell in the course's notebook ("" if none)."""
+    from ..grade.notebooks import course_cells
+    try:
+        cells = course_cells()
+    except (OSError, LookupError, ValueError):
+        return ""
+    return next((c.scaffold for c in cells.get(ex.chapter, []) if ex.name in c.exercises), "")
+
+
+def leaked(ex, printed: list[tuple[str, str]]) -> list[str]:
+    """Hints that give the answer away: a line of the reference solution's code (a code
+    exercise) or the answer itself (a number exercise), in what the checker printed for a
+    wrong attempt (``printed``: (label, text) pairs)."""
+    import inspect
+    from . import leaks
+    problems = []
+    if ex.kind == "code":
+        obj = ex.solution()
+        target = obj if (inspect.isclass(obj) or inspect.isfunction(obj)) else ex.solution
+        runs = leaks.solution_runs(inspect.getsource(target), _scaffold(ex), ex.taught)
+        for label, text in printed:
+            found = leaks.shows_code(text, runs)
+            if found:
+                problems.append(f"{ex.name}: the hint for {label} shows the solution's code "
+                                f"({found!r}): {text.strip()[:300]}")
+    else:
+        answer = ex.solution()
+        values = answer if isinstance(answer, (list, tuple)) else [answer]
+        for label, text in printed:
+            for value in values:
+                found = leaks.shows_number(text, value) if isinstance(value, (int, float)) else \
+                    (str(value) if isinstance(value, str) and len(value) > 1 and value in text else None)
+                if found:
+                    problems.append(f"{ex.name}: the hint for {label} shows the answer ({found}): "
+                                    f"{text.strip()[:300]}")
+    return problems
+
+
 def self_test_one(ex) -> list[str]:
     """Surprises for one exercise (empty list: all as expected)."""
     problems = []
@@ -56,7 +96,7 @@ def self_test_one(ex) -> list[str]:
         return [f"{ex.name}: checker raised {type(err).__name__}: {err}"]
     if not ok:
         problems.append(f"{ex.name}: reference rejected: {out.strip()}")
-    wrong_runs = []
+    wrong_runs, printed = [], []
     if ex.kind == "code":
         if len(ex.wrong) < 2:
             problems.append(f"{ex.name}: only {len(ex.wrong)} wrong variants (need >= 2)")
@@ -65,14 +105,15 @@ def self_test_one(ex) -> list[str]:
         for factory, hint in ex.wrong:
             ok, out, run = _recorded(ex.checker, factory())
             wrong_runs.append((getattr(factory, "__name__", str(factory)), run))
+            printed.append((getattr(factory, "__name__", str(factory)), out))
             if ok or hint not in out:
                 problems.append(f"{ex.name}: wrong variant {getattr(factory, '__name__', factory)} "
                                 f"{'accepted' if ok else 'rejected without the hint ' + repr(hint)}: "
                                 f"{out.strip()}")
     else:
-        for bad in BAD_NUMBERS:
+        for bad in (*BAD_NUMBERS, DEMO_NUMBER):
             try:
-                ok, _ = _quiet(ex.checker, bad)
+                ok, out = _quiet(ex.checker, bad)
             except Exception as err:              # noqa: BLE001
                 problems.append(f"{ex.name}: raised {type(err).__name__} on {bad!r}")
                 continue
@@ -80,7 +121,8 @@ def self_test_one(ex) -> list[str]:
                 problems.append(f"{ex.name}: accepted {bad!r}")
             else:
                 wrong_runs.append((repr(bad), _recorded(ex.checker, bad)[2]))
-    return problems + judged_problems(ex, ref_run, wrong_runs)
+                printed.append((repr(bad), out))
+    return problems + leaked(ex, printed) + judged_problems(ex, ref_run, wrong_runs)
 
 
 def main(argv=None) -> int:

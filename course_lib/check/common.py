@@ -255,6 +255,9 @@ def check_number(answer, expected, *, name: str, hint: str, rel: float = 1e-6,
 
 
 # --------------------------------------------------------------------------- code
+NOT_ATTEMPTED = "⏳ 还没有实现：把脚手架里的 raise NotImplementedError 换成你的代码。"
+
+
 class Mismatch(AssertionError):
     """Raised by a code checker: the message names the first mismatch and the likely bug."""
 
@@ -262,8 +265,9 @@ class Mismatch(AssertionError):
 def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
     """Run a checker body; print one verdict; never raise.
 
-    ``NotImplementedError`` from the scaffold → "还没有实现"; :class:`Mismatch` → its diagnosis;
-    any other exception from the learner's code → its type and message.
+    ``NotImplementedError`` from the scaffold → "还没有实现" and nothing else (``hint`` is for
+    a wrong attempt, never shown before one); :class:`Mismatch` → its diagnosis; any other
+    exception from the learner's code → its type and message, then ``hint``.
     The body runs in PyNative mode (restored afterwards): a learner's Cell is executed eagerly,
     so a notebook that set GRAPH mode does not compile the scaffold, and errors point at the
     learner's line. A checker that needs GRAPH mode switches to it explicitly."""
@@ -276,8 +280,8 @@ def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
             body()
             _flush_pending_errors()
     except NotImplementedError:
-        print(f"[{name}] ⏳ 还没有实现：把脚手架里的 raise NotImplementedError 换成你的代码。提示：{hint}")
-        _record(name, False, hint, attempted=False)
+        print(f"[{name}] {NOT_ATTEMPTED}")             # nothing more: no hint before a try
+        _record(name, False, NOT_ATTEMPTED, attempted=False)
         return False
     except Mismatch as m:
         return verdict(False, str(m), name)
@@ -332,6 +336,7 @@ class Exercise:
     targets: tuple = field(default_factory=tuple)  # code: dotted names of the library objects it asks for
     question: str = ""                 # the question as the learner reads it in the 练习 list (Markdown)
     cell: str = ""                     # exercises answered in one notebook cell share this key
+    taught: tuple = field(default_factory=tuple)  # code: API the chapter shows before it on purpose
 
     @property
     def chapter(self) -> str:
@@ -343,14 +348,17 @@ EXERCISES: dict[str, Exercise] = {}
 
 
 def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wrong=(),
-             targets=(), *, question: str, cell: str | None = None):
+             targets=(), *, question: str, cell: str | None = None, taught=()):
     """Register a checker: ``@exercise("code", "写一个 RMSNorm Cell", solution=..., wrong=(...),
     targets=("course_lib.layers.RMSNorm",), question="...")``. ``targets``: the library objects
     the exercise asks the learner to write (a graded cell that imports or uses one is
     "borrowed"). ``question``: the full question of the chapter's 练习 list, Markdown, without
     the checker call (tools/exercise_lists.py appends it). ``cell``: exercises answered in one
     notebook cell share a key; by default a code exercise has its own cell and the number
-    exercises of a chapter share :data:`NUMBER_CELL`."""
+    exercises of a chapter share :data:`NUMBER_CELL`. ``taught``: code snippets of the
+    solution that the chapter shows before the exercise on purpose, because it is the API
+    the exercise is about (``"cb = run_context.original_args()"``): the scans for solution
+    code shown too early (``leaks``) do not count them. Keep it to such calls, never logic."""
     if kind not in ("code", "number"):
         raise ValueError(f"kind must be 'code' or 'number', not {kind!r}")
     if not isinstance(question, str) or not question.strip():
@@ -370,7 +378,7 @@ def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wr
                 _OPEN.remove(run)
         key = cell or (func.__name__ if kind == "code" else NUMBER_CELL)
         EXERCISES[name] = Exercise(name, kind, task, checker, solution, tuple(wrong), tuple(targets),
-                                   question.strip(), key)
+                                   question.strip(), key, tuple(taught))
         return checker
     return register
 
