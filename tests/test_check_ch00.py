@@ -30,3 +30,11 @@ def test_ex3_ids_hold_a_character_split_into_bytes(tokenizer):
     """The first id alone is half a character (U+FFFD): only the whole list decodes cleanly."""
     assert tokenizer.decode(list(ch00.EX3_IDS)) == "昇思学习课程"
     assert "\ufffd" in tokenizer.decode([ch00.EX3_IDS[0]])
+
+
+def test_hints_point_to_the_section_not_the_call(capsys):
+    assert not ch00.ex1(0) and not ch00.ex2(1) and not ch00.ex3("思学习课程")
+    out = capsys.readouterr().out
+    assert "第 4 节" in out and "少了字" in out
+    for call in ("tok.encode(", ".encode('utf-8')", "tok.decode"):
+        assert call not in out

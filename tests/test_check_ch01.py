@@ -61,22 +61,54 @@ class _MyFFNOtherOrder(nn.Cell):
         return x + self.fc2(self.act(self.fc1(self.norm(x))))
 
 
-class _MyBlockOtherOrder(nn.Cell):
-    def __init__(self, embed_dim, num_heads, ffn_dim):
-        super().__init__()
-        from course_lib.blocks import FeedForward, SelfAttention
-        self.norm2 = nn.LayerNorm((embed_dim,), epsilon=1e-5)
-        self.norm1 = nn.LayerNorm((embed_dim,), epsilon=1e-5)
-        self.ffn = FeedForward(embed_dim, ffn_dim)
-        self.attn = SelfAttention(embed_dim, num_heads)
+class _MyDecoderOtherOrder(nn.Cell):
+    """A learner's decoder block: parameters registered in another order, the causal mask
+    built by hand, the sub-layers written out one by one."""
 
-    def construct(self, x, key_padding_mask=None, attn_mask=None):
-        x = x + self.attn(self.norm1(x), key_padding_mask, attn_mask)
-        return x + self.ffn(self.norm2(x))
+    def __init__(self, embed_dim, num_heads, ffn_dim, kv_dim):
+        super().__init__()
+        from course_lib.blocks import CrossAttention, FeedForward, SelfAttention
+        self.ffn_norm = nn.LayerNorm((embed_dim,), epsilon=1e-5)
+        self.ffn = FeedForward(embed_dim, ffn_dim)
+        self.cross_norm = nn.LayerNorm((embed_dim,), epsilon=1e-5)
+        self.cross_attn = CrossAttention(embed_dim, num_heads, kv_dim)
+        self.self_norm = nn.LayerNorm((embed_dim,), epsilon=1e-5)
+        self.self_attn = SelfAttention(embed_dim, num_heads)
+
+    def construct(self, x, context, context_padding_mask=None):
+        import mindspore as ms
+        t = x.shape[1]
+        future = ms.Tensor(np.arange(t)[None, :] > np.arange(t)[:, None])
+        h = self.self_norm(x)
+        x = x + self.self_attn(h, attn_mask=future)
+        x = x + self.cross_attn(self.cross_norm(x), context, key_padding_mask=context_padding_mask)
+        return x + self.ffn(self.ffn_norm(x))
 
 
 def test_the_judge_passes_correct_cells_whatever_their_parameter_order():
     from course_lib.solutions import ch01 as sol
     assert _verdicts(ch01.residual_ffn, sol.ResidualFFN, _MyFFN, _MyFFNOtherOrder,
                      sol.wrong_ffn_relu) == ["pass", "pass", "fail"]
-    assert _verdicts(ch01.prenorm_block, sol.PreNormBlock, _MyBlockOtherOrder) == ["pass"]
+    assert _verdicts(ch01.prenorm_block, sol.DecoderBlock, _MyDecoderOtherOrder,
+                     sol.wrong_decoder_not_causal, sol.wrong_decoder_mask_dropped) == ["pass", "fail", "fail"]
+
+
+def test_the_decoder_block_checker_accepts_independent_code_and_names_the_bug(capsys):
+    from course_lib.solutions import ch01 as sol
+    assert ch01.prenorm_block(_MyDecoderOtherOrder)
+    assert not ch01.prenorm_block(sol.wrong_decoder_not_causal)
+    assert not ch01.prenorm_block(sol.wrong_decoder_mask_dropped)
+    out = capsys.readouterr().out
+    assert "因果掩码" in out and "填充掩码没有交到交叉注意力" in out
+
+
+def test_number_hints_name_the_wrong_path_not_the_formula(capsys):
+    E, F = 32, 128
+    total = 4 * E * E + 4 * E + (2 * E * F + F + E) + 4 * E
+    assert not ch01.ex1(4 * E * E + 2 * E * F)                  # weights only
+    assert not ch01.ex2((4, 10, 10))                             # read as batch-first
+    assert not ch01.ex3(total)                                   # nothing frozen
+    out = capsys.readouterr().out
+    assert "只数了权重矩阵" in out and "batch_first=True" in out and "trainable_params()" in out
+    for formula in ("4E²", "2EF", "(N, L, S)", "L=4"):
+        assert formula not in out

@@ -73,3 +73,53 @@ def test_the_judge_passes_independent_code_and_fails_wrong_code():
     assert _judged(ch02.f1_metric, _MyF1, sol.F1) == "pass"
     assert _judged(ch02.label_smoothing_loss, sol.wrong_loss_sum, sol.LabelSmoothingCE) == "fail"
     assert _judged(ch02.f1_metric, sol.wrong_f1_no_clear, sol.F1) == "fail"
+
+
+class _LiteralF1(_MyF1):
+    """The formula of the question without its 0/0 rule."""
+
+    def eval(self):
+        p, t = np.array(self.pred), np.array(self.true)
+        tp = int(((p == 1) & (t == 1)).sum())
+        return 2 * tp / (2 * tp + int(((p == 1) & (t == 0)).sum()) + int(((p == 0) & (t == 1)).sum()))
+
+
+def test_f1_checker_always_draws_the_zero_over_zero_case(capsys):
+    from course_lib.solutions import ch02 as sol
+    assert not ch02.f1_metric(_LiteralF1)
+    assert "分母为 0" in capsys.readouterr().out
+    assert _judged(ch02.f1_metric, _LiteralF1, sol.F1) == "fail"
+
+
+class _AllFloat16CE(nn.Cell):
+    """Keeps the float16 logits' dtype throughout (the question asks for float32)."""
+
+    def __init__(self, smoothing):
+        super().__init__()
+        self.s = smoothing
+
+    def construct(self, logits, labels):
+        import mindspore as ms
+        k = logits.shape[-1]
+        one_hot = ops.one_hot(labels, k, ms.Tensor(1.0, logits.dtype), ms.Tensor(0.0, logits.dtype))
+        target = (1 - self.s) * one_hot + self.s / k
+        return -(target * ops.log_softmax(logits, axis=-1)).sum(-1).mean()
+
+
+def test_a_float16_loss_that_misses_the_tolerance_is_told_to_compute_in_float32(monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_CHECK_SALT", "4")          # a draw where float16 arithmetic misses
+    assert not ch02.label_smoothing_loss(_AllFloat16CE)
+    assert "float32 下计算" in capsys.readouterr().out
+    assert ch02.label_smoothing_loss(_MySmoothCE)
+
+
+def test_number_hints_name_the_wrong_path_not_the_method(capsys):
+    splits = review_splits()
+    val = [y for _, y in splits.validation]
+    majority = Counter(y for _, y in splits.train).most_common(1)[0][0]
+    assert not ch02.ex1(round(val.count(majority) / len(val), 3))
+    assert not ch02.ex2(3 * 2) and not ch02.ex3(32)
+    out = capsys.readouterr().out
+    assert "验证集上的基线" in out and "编码器里不只有块" in out and "一个 epoch 的步数" in out
+    for method in ("ceil(", "splits.test）里这一类", "2TP /"):
+        assert method not in out

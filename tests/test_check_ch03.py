@@ -66,3 +66,26 @@ def test_hidden_inputs_change_with_the_grading_salt(monkeypatch):
     salted = observed()
     assert len(plain) == len(salted)
     assert any(a.shape != b.shape or not np.array_equal(a, b) for a, b in zip(plain, salted))
+
+
+def test_number_hints_name_the_wrong_path_not_the_method(tokenizer, capsys):
+    assert not ch03.ex1(2 * -(-103 // 8))                        # kept the last partial batch
+    assert not ch03.ex1(103 // 8)                                # one pass only
+    assert not ch03.ex1(0)                                       # the notebook's example call
+    tokens = sum(len(tokenizer.encode(d)) for d in news_documents()[:100])
+    assert not ch03.ex2(tokens // 65)                            # forgot the <eos> of each document
+    train = np.sort([len(tokenizer.encode(t)) for t, _ in review_splits().train])
+    assert not ch03.ex3(int(train[int(np.ceil(0.95 * len(train))) - 1]))
+    out = capsys.readouterr().out
+    assert "保留最后那个不满的批" in out and "一遍的批数" in out and "<eos>" in out and "训练集" in out
+    for method in ("翻倍", "整除", "//", "length_stats(", "row[:-1]"):
+        assert method not in out
+
+
+def test_code_hints_show_no_slicing(capsys):
+    from course_lib.solutions import ch03 as sol
+    for wrong in (sol.wrong_shift_none, sol.wrong_shift_reversed, sol.wrong_shift_full_input):
+        assert not ch03.shift_for_lm(wrong)
+    assert not ch03.truncate_pad(sol.wrong_pad_keeps_end)
+    out = capsys.readouterr().out
+    assert "[:-1]" not in out and "[1:]" not in out and "[:max_len]" not in out

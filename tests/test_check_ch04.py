@@ -16,10 +16,22 @@ class _Halve(Callback):
         ops.assign(opt.learning_rate, opt.learning_rate * 0.5)
 
 
-def test_ex1_reference_measured_with_the_probe(capsys):
-    assert ch04.ex1(probe_lr(callbacks=[_Halve()]))
+def _every_second_step(lr, step):                     # the fn of the question, typed again
+    return lr * 0.1 if step % 2 == 0 else lr
+
+
+def test_ex1_expected_value_is_what_the_probe_measures(capsys):
+    """The checker's closed form of LearningRateScheduler (fn at the end of step
+    cur_step_num, counted from 1) is what MindSpore really does, in both modes."""
+    from mindspore.train import LearningRateScheduler
+    for mode in ("pynative", "graph"):
+        measured = probe_lr(mode=mode, callbacks=[LearningRateScheduler(_every_second_step)])
+        assert ch04.ex1(measured), (mode, measured)
+    assert not ch04.ex1(probe_lr(callbacks=[_Halve()]))          # the halve_lr exercise's rates
     assert not ch04.ex1([0.1, 0.1, 0.1, 0.1])
-    assert "❌" in capsys.readouterr().out
+    assert not ch04.ex1([0.1, 0.01, 0.01, 0.001])                # fn applied one step early
+    out = capsys.readouterr().out
+    assert "❌" in out and "早一步" in out and "每步减半" in out
 
 
 def test_ex2_to_ex4():
@@ -28,8 +40,17 @@ def test_ex2_to_ex4():
     precision, recall = 40 / 50, 40 / 60                # TP=40, FP=10, FN=20, by hand
     assert ch04.ex3(2 * precision * recall / (precision + recall)) and ch04.ex3(0.7272727273)
     assert not ch04.ex3(precision)   # precision, not F1
+    assert not ch04.ex3((170) / 200)  # accuracy: TN = 200 - 40 - 10 - 20
     assert ch04.ex4(6)
-    assert not ch04.ex4(7)
+    assert not ch04.ex4(7) and not ch04.ex4(5)
+
+
+def test_number_hints_name_the_wrong_path_not_the_formula(capsys):
+    assert not ch04.ex2(17) and not ch04.ex3(0.8) and not ch04.ex4(5) and not ch04.ex1(0)
+    out = capsys.readouterr().out
+    assert "算术平均" in out and "精确率" in out and "清零" in out
+    for formula in ("2PR", "exp(", "TP/(TP+FP)", "0.727", "[0.1, 0.1"):
+        assert formula not in out
 
 
 class _MyStop(Callback):

@@ -8,20 +8,30 @@ from mindspore import Tensor, ops
 
 from course_lib import internlm
 from course_lib.check import ch05
-from course_lib.training import warmup_cosine_lr
+from course_lib.training import global_norm, warmup_cosine_lr
 from judging import judged as _judged
 
 
-def test_ex1():
-    assert ch05.ex1(math.exp(4.0))
-    assert not ch05.ex1(4.0)
+def test_ex1_perplexity_is_token_weighted():
+    # two batches: 96 targets at mean loss 3.0, 32 targets at 5.0 -> exp of the token mean
+    nll, tokens = 96 * 3.0 + 32 * 5.0, 96 + 32
+    assert ch05.ex1(math.exp(nll / tokens)) and ch05.ex1(round(math.exp(nll / tokens), 2))
+    assert not ch05.ex1(math.exp((3.0 + 5.0) / 2))                    # batch means averaged
+    assert not ch05.ex1((math.exp(3.0) + math.exp(5.0)) / 2)          # batch perplexities averaged
+    assert not ch05.ex1(nll / tokens)                                 # the loss, not the perplexity
 
 
-def test_ex2():
+def test_ex2_decayed_parameters(capsys):
     model = internlm.InternLMForCausalLM(internlm.tiny())
-    head = sum(p.size for p in model.trainable_params() if p.name.startswith("lm_head"))
-    assert ch05.ex2(head)
-    assert not ch05.ex2(head + 128)   # as if lm_head had a bias
+    params = model.trainable_params()
+    matrices = sum(p.size for p in params if len(p.shape) >= 2)       # biases, norm scales: no decay
+    assert ch05.ex2(matrices)
+    assert not ch05.ex2(sum(p.size for p in params))                 # everything decayed
+    assert not ch05.ex2(sum(p.size for p in params if not p.name.endswith(".bias")))   # norms forgotten
+    assert not ch05.ex2(sum(p.size for p in params if p.name.startswith("lm_head")))   # the old question
+    capsys.readouterr()
+    ch05.ex2(0)
+    assert str(matrices) not in capsys.readouterr().out
 
 
 def test_ex3():
@@ -30,11 +40,16 @@ def test_ex3():
     assert not ch05.ex3(1e-3)
 
 
-def test_ex4():
-    grads = (Tensor(np.array([3.0, 4.0], np.float32)),)     # norm 5
-    clipped = ops.clip_by_global_norm(grads, 1.0)[0].asnumpy()
-    assert ch05.ex4(float(clipped[0] / 3.0))
-    assert not ch05.ex4(5.0)
+def test_ex4_recorded_norm_and_clipped_gradient():
+    grads = tuple(Tensor(np.array([n], np.float32)) for n in (3.0, 4.0, 12.0))
+    norm = float(global_norm(grads).asnumpy())
+    clipped = float(np.abs(ops.clip_by_global_norm(grads, 1.0)[0].asnumpy())[0])
+    assert ch05.ex4([norm, clipped]) and ch05.ex4(np.array([norm, clipped]))
+    assert ch05.ex4([13.0, 0.2308])                                   # 4 significant digits
+    assert not ch05.ex4([1.0, clipped])                                # the norm after clipping
+    assert not ch05.ex4([norm, 1.0])                                   # clipped tensor by tensor
+    assert not ch05.ex4([norm, 3.0])                                   # not clipped
+    assert not ch05.ex4(clipped)
 
 
 def _my_schedule(base_lr, total_steps, warmup_steps, min_lr=0.0):

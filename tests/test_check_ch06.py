@@ -7,32 +7,45 @@ from course_lib.check.__main__ import self_test_one
 from judging import judged as _judged
 
 
-def test_ex1_alibi_slopes_for_24_heads(capsys):
-    # by hand: 16 heads -> 2^(-0.5 (i+1)); then every other slope of 32 heads, 2^(-0.25 (2k+1))
-    ref = [2 ** (-(i + 1) / 2) for i in range(16)] + [2 ** (-(2 * k + 1) / 4) for k in range(8)]
+def test_ex1_alibi_slopes_of_112_heads(capsys):
+    # by hand: c = 64 -> heads 0..63 are 2^(-8(h+1)/64); heads 64..111 are every other slope of
+    # 128 heads from index 0, 2^(-8(2k+1)/128)
+    ref = [2 ** -(1 / 8), 2 ** -8, 2 ** -(1 / 16), 2 ** -(8 * 95 / 128)]
     assert ch06.ex1(ref) and ch06.ex1(np.array(ref))
-    assert not ch06.ex1([2 ** (-8 * (i + 1) / 24) for i in range(24)])   # naive n=24 formula
-    assert not ch06.ex1(ref[:16] + [2 ** (-(2 * k + 2) / 4) for k in range(8)])   # odd indices
-    assert not ch06.ex1(sorted(ref, reverse=True))                           # interleaved order lost
+    assert ch06.ex1([0.9170, 0.003906, 0.9576, 0.01632])            # 4 significant digits
+    import torch
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+    bloom = build_alibi_tensor(torch.ones(1, 2), 112, torch.float32).reshape(112, 2)[:, 1].numpy()
+    assert ch06.ex1([float(bloom[h]) for h in (0, 63, 64, 111)])     # BLOOM's own implementation
+    assert not ch06.ex1([2 ** (-8 * (h + 1) / 112) for h in (0, 63, 64, 111)])   # naive n=112 formula
+    assert not ch06.ex1(ref[:2] + [2 ** -(8 * 2 / 128), 2 ** -(8 * 96 / 128)])    # odd indices
     assert not ch06.ex1("0.5") and not ch06.ex1(None)
     capsys.readouterr()
-    ch06.ex1(None)                  # the notebook's example call: a hint that gives nothing away
+    ch06.ex1(0)                     # the notebook's example call: a hint that gives nothing away
     out = capsys.readouterr().out
-    assert "❌" in out and "0.7071" not in out and "16" not in out
+    assert "❌" in out and "0.917" not in out and "64" not in out
 
 
-def test_ex2_one_internlm_7b_layer_with_biases():
-    h, f = 4096, 11008                                      # InternLM-7B
-    assert ch06.ex2(4 * h * h + 4 * h + 3 * h * f + 2 * h)
-    assert ch06.ex2(np.int64(4 * h * h + 4 * h + 3 * h * f + 2 * h))
-    assert not ch06.ex2(4 * h * h + 3 * h * f + 2 * h)      # forgot the q/k/v/o biases: Baichuan-7B's layer
-    assert not ch06.ex2(4 * h * h + 4 * h + 3 * h * f)      # forgot the norms
-    assert not ch06.ex2(float(4 * h * h + 4 * h + 3 * h * f + 2 * h) + 1)
+def test_ex2_internlm_7b_minus_baichuan_7b():
+    h, f, L = 4096, 11008, 32                               # the same in both
+    v_internlm, v_baichuan = 103168, 64000
+    tables = 2 * (v_internlm - v_baichuan) * h              # embed_tokens + untied lm_head
+    layers = L * 4 * h                                      # the q/k/v/o biases
+    assert ch06.ex2([tables, layers]) and ch06.ex2(np.array([tables, layers]))
+    assert not ch06.ex2([tables, 0])                        # forgot the biases
+    assert not ch06.ex2([tables // 2, layers])              # one vocabulary table only
+    assert not ch06.ex2([tables, 4 * h])                    # one layer only
+    assert not ch06.ex2(tables + layers)                    # one number, not the split
 
 
-def test_ex3_int8_gib():
-    assert ch06.ex3(7_000_559_616 / 2 ** 30)                    # Baichuan-7B, 1 byte each
-    assert not ch06.ex3(7.0)                                    # GB (1e9), not GiB
+def test_ex3_kv_tokens_beside_int8_weights():
+    params, L, h = 13_264_901_120, 40, 5120                 # Baichuan-13B, printed in section 6
+    free = 24 * 2 ** 30 - params * 1                        # int8: 1 byte per parameter
+    per_token = 2 * L * h * 2                               # K and V, every layer, float16
+    assert ch06.ex3(free // per_token) and ch06.ex3(np.int64(free // per_token))
+    assert not ch06.ex3(free // (per_token * 2))            # float32 cache
+    assert not ch06.ex3((24 * 10 ** 9 - params) // per_token)   # GB instead of GiB
+    assert not ch06.ex3(24 * 2 ** 30 // per_token)          # forgot the weights
 
 
 def test_ex4_devices():

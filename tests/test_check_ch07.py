@@ -8,9 +8,12 @@ from course_lib.check.__main__ import self_test_one
 from judging import judged as _judged
 
 
-def test_ex1_perplexity():
-    assert ch07.ex1(math.exp(3.2)) and ch07.ex1(np.float32(math.exp(3.2)))
-    assert not ch07.ex1(2 ** 3.2)              # bits instead of nats
+def test_ex1_perplexity_is_a_geometric_mean():
+    # 3/4 of the positions cost ln 2 nats, 1/4 cost ln 64: mean 2.25 ln 2 -> perplexity 2^2.25
+    assert ch07.ex1(2 ** 2.25) and ch07.ex1(np.float32(2 ** 2.25)) and ch07.ex1(4.76)
+    assert not ch07.ex1(0.75 * 2 + 0.25 * 64)                   # arithmetic mean of 1/p
+    assert not ch07.ex1(1 / (0.75 / 2 + 0.25 / 64))             # 1 / mean probability
+    assert not ch07.ex1(2.25 * math.log(2))                     # the cross-entropy itself
 
 
 def test_ex2_top_p_by_hand(capsys):
@@ -18,13 +21,21 @@ def test_ex2_top_p_by_hand(capsys):
     assert ch07.ex2([0, 1, 2]) and ch07.ex2(np.array([0, 1, 2])) and ch07.ex2({0, 1, 2})
     assert not ch07.ex2([0, 1])                # stopped before reaching p
     assert not ch07.ex2([0, 1, 2, 3])
+    assert not ch07.ex2([0, 1, 7])             # no such word
     assert not ch07.ex2(["a"])                 # never raises
     assert not ch07.ex2([0.9, 1.5, 2.7])       # not indices
+    capsys.readouterr()
+    ch07.ex2([0, 1])
+    assert "需要" not in capsys.readouterr().out  # a wrong answer is not told how many indices are due
 
 
-def test_ex3_repetition_penalty():
-    assert ch07.ex3([1.6, -1.25])
-    assert not ch07.ex3([1.6, -0.8])           # divided the negative logit too
+def test_ex3_probability_after_penalty():
+    z = np.exp([2.0 / 1.25, 1.0, -1.0 * 1.25])                  # seen: words 0 and 2
+    assert ch07.ex3(z[1] / z.sum()) and ch07.ex3(round(z[1] / z.sum(), 3))
+    wrong = np.exp([2.0 / 1.25, 1.0, -1.0 / 1.25])              # divided the negative logit too
+    assert not ch07.ex3(wrong[1] / wrong.sum())
+    before = np.exp([2.0, 1.0, -1.0])
+    assert not ch07.ex3(before[1] / before.sum())               # no penalty
 
 
 def test_ex4_kv_cache_bytes():

@@ -7,17 +7,20 @@ from course_lib.check.__main__ import self_test_one
 
 
 def test_ch08(capsys, tokenizer):
-    # ex1: InternLM-tiny = 2 layers, hidden 128, FFN 352; r=3 on q, k, v, o (128 -> 128),
-    # gate, up (128 -> 352) and down (352 -> 128); r=3 is not a rank the notebook's sweep prints
-    per_layer = 4 * 256 + 2 * 480 + 480
-    assert ch08.ex1(2 * 3 * per_layer) and ch08.ex1(np.int64(2 * 3 * per_layer)) \
-        and ch08.ex1(14_784)
-    assert not ch08.ex1(2 * 4 * per_layer)                    # r=4 (the sweep's row), not r=3
-    assert not ch08.ex1(2 * 3 * 4 * 256)                      # attention projections only
-    # ex2: 32 layers x 4 x 16 x 8192 over 7,321,948,160 (the model-facts number)
-    ref = 100 * 32 * 4 * 16 * 8192 / 7_321_948_160
-    assert ch08.ex2(ref) and ch08.ex2(round(ref, 4))
-    assert not ch08.ex2(ref / 100)
+    # ex1: InternLM-7B = 32 layers, hidden 4096, FFN 11008; r=8 on q, k, v, o (4096 -> 4096),
+    # gate, up (4096 -> 11008) and down (11008 -> 4096)
+    per_layer = 4 * (4096 + 4096) + 2 * (4096 + 11008) + (11008 + 4096)
+    assert ch08.ex1(32 * 8 * per_layer) and ch08.ex1(np.int64(32 * 8 * per_layer)) \
+        and ch08.ex1(19_988_480)
+    assert not ch08.ex1(32 * 8 * 7 * 8192)                   # every layer taken as hidden -> hidden
+    assert not ch08.ex1(4_194_304)                            # section 9's q/v number
+    # ex2: InternLM-tiny with InternLM-7B's vocabulary: embedding + lm_head grow, LoRA does not
+    tiny_blocks = 2_451_072 - 2 * 8000 * 128                  # everything but embedding and head
+    lora = 2 * 8 * (4 * 256 + 2 * 480 + 480)                  # 39,424, as section 5 reports
+    ref = 100 * lora / (2 * 103_168 * 128 + tiny_blocks + lora)
+    assert ch08.ex2(ref) and ch08.ex2(round(ref, 3)) and ch08.ex2(0.147)
+    assert not ch08.ex2(1.583 * 8000 / 103_168)               # scaled like the vocabulary
+    assert not ch08.ex2(100 * lora / (2 * 103_168 * 128))     # only the embeddings in the total
     # ex3: labels kept = tokens of 负面 + <|end|>
     assert ch08.ex3(len(tokenizer.encode("负面")) + 1)
     assert not ch08.ex3(len(tokenizer.encode("负面")))
@@ -28,6 +31,20 @@ def test_ch08(capsys, tokenizer):
     assert not ch08.ex4(16 * lora / 2**30)                  # forgot the frozen weights
     out = capsys.readouterr().out
     assert "✅" in out and "❌" in out
+
+
+def test_ex1_and_ex2_match_the_library():
+    """The closed forms equal what inject_lora adds and what parameter_counts reports."""
+    from course_lib import lora, memory
+    from course_lib.check.ch08 import _ex1, _ex2
+    from course_lib.internlm import InternLMForCausalLM, internlm_7b, tiny
+    from course_lib.zoo import LORA_TARGETS
+    big = memory.build_lazy(InternLMForCausalLM, internlm_7b())
+    assert lora.inject_lora(big, list(LORA_TARGETS), r=8, alpha=16).added == _ex1()
+    small = memory.build_lazy(InternLMForCausalLM, tiny(vocab_size=internlm_7b().vocab_size))
+    lora.inject_lora(small, list(LORA_TARGETS), r=8, alpha=16)
+    counts = lora.parameter_counts(small)
+    assert abs(100 * counts.trainable / counts.total - _ex2()) < 1e-9
 
 
 def test_code_checkers_accept_reference_and_reject_wrong_with_hint():

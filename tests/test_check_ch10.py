@@ -50,14 +50,36 @@ def test_wrong_answers_get_their_hint(capsys):
 
 
 def test_numbers(capsys):
-    assert ch10.ex1(8 * 4 * 2) and ch10.ex1(np.int64(64))
-    assert not ch10.ex1(8 * 4) and not ch10.ex1(True)
-    # 40 heads alone would allow 10, but the FFN width 13696 is not divisible by 5 or 10
-    assert ch10.ex2(8) and not ch10.ex2(10) and not ch10.ex2(16)
     from course_lib.baichuan import baichuan_13b
     n = baichuan_13b().num_parameters()
-    zero3 = int(np.ceil(16 * n / (32 * 2**30)))          # 16 bytes/param, split over N devices
-    assert ch10.ex3(zero3) and not ch10.ex3(zero3 + 1) and not ch10.ex3(zero3 - 1)
+    # ex1: DP16 + ZeRO-1: fp16 weights and gradients whole (2 + 2 bytes), fp32 master and
+    # AdamW m, v (4 + 8 bytes) split over 16 devices; no activations
+    zero1 = n * (2 + 2 + 12 / 16) / 2**30
+    assert ch10.ex1(zero1) and ch10.ex1(round(zero1, 2)) and ch10.ex1(np.float32(zero1))
+    assert not ch10.ex1(16 * n / 16 / 2**30)              # everything split (ZeRO-3)
+    assert not ch10.ex1(n * (2 + 2 + 12 / 8) / 2**30)     # 8 devices, as in the section-8 table
+    # ex2: h = 5120, f = 13696: W_pack (3h, h), o_proj (h, h), gate/up (f, h), down (h, f) split
+    # in 8; the two RMSNorm weights (h each) whole on every device
+    h, f = 5120, 13696
+    per_device = (3 * h * h + h * h + 3 * f * h) // 8 + 2 * h
+    assert ch10.ex2(per_device) and ch10.ex2(39_413_760)
+    assert not ch10.ex2((4 * h * h + 3 * f * h + 2 * h) // 8)   # the norms split too
+    assert not ch10.ex2(8) and not ch10.ex2(True)
+    # ex3: micro-batch 4 quadruples the (unsharded) activations: 197.66 GiB / N + 18.39 GiB <= 32
+    assert ch10.ex3(15) and ch10.ex3(np.int64(15))
+    assert not ch10.ex3(8) and not ch10.ex3(32) and not ch10.ex3(14)
+
+
+def test_ex3_by_hand():
+    """The calculator's answer follows from its own parts: the sharded state plus micro_batch
+    times the activations of one micro-batch."""
+    import math
+    from course_lib import memory
+    from course_lib.baichuan import baichuan_13b
+    big = baichuan_13b()
+    state = memory.training_state_bytes(big.num_parameters()).total
+    act = memory.activation_bytes(big, micro_batch=4, seq_len=big.max_seq_len, recompute=True)
+    assert math.ceil(state / (32 * 2**30 - act)) == 15
 
 
 def test_the_judge_accepts_another_correct_sharding(capsys):

@@ -26,16 +26,41 @@ def test_lora_step_defined_in_this_process_is_not_run_here(capsys):
     assert "mindnlp" not in sys.modules
 
 
-def test_numbers_against_real_transformers(capsys):
+def _llama(**kw):
     from transformers import LlamaConfig, LlamaForCausalLM
-    kw = dict(vocab_size=100, hidden_size=128, intermediate_size=352, num_hidden_layers=2,
-              num_attention_heads=4, num_key_value_heads=4)
-    count = lambda bias: sum(p.numel() for p in LlamaForCausalLM(LlamaConfig(**kw, attention_bias=bias)).parameters())  # noqa: E731
-    assert ch11.ex2(count(True) - count(False)) and ch11.ex2(np.int64(1024))
-    assert not ch11.ex2(2 * 3 * 128) and not ch11.ex2("1024")
-    # reference: LoRA r=8 on q_proj and v_proj, hidden 128, 2 layers (A: r x h, B: h x r)
-    assert ch11.ex1(2 * 2 * (8 * 128 + 128 * 8)) and not ch11.ex1(2 * 2 * 8 * 128)
-    assert ch11.ex3(0.5) and ch11.ex3(np.float32(0.5)) and not ch11.ex3(2.0) and not ch11.ex3(True)
+    size = dict(vocab_size=8000, hidden_size=128, intermediate_size=352, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=4, attention_bias=True)
+    return LlamaForCausalLM(LlamaConfig(**{**size, **kw}))
+
+
+def test_numbers_against_real_transformers_and_peft(capsys):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    # ex2: 2 KV heads: q and o biases 128 wide, k and v 2 x 32 = 64 wide, in 2 layers
+    gqa = count(_llama(num_key_value_heads=2)) - count(_llama(num_key_value_heads=2, attention_bias=False))
+    assert gqa == 768 and ch11.ex2(gqa) and ch11.ex2(np.int64(768))
+    assert not ch11.ex2(1024) and not ch11.ex2("768")                 # 1024: as if 4 KV heads
+    # ex1: what print_trainable_parameters prints: 100 * trainable / (base + adapters)
+    torch.manual_seed(0)
+    model = get_peft_model(_llama(), LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM",
+                                                target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    trainable, total = model.get_nb_trainable_parameters()
+    assert (trainable, total) == (32_768, 2_451_072 + 32_768)
+    assert ch11.ex1(round(100 * trainable / total, 4)) and ch11.ex1(np.float32(100 * trainable / total))
+    assert not ch11.ex1(round(100 * trainable / 2_451_072, 4))        # the base alone as the total
+    # ex3: merge_and_unload adds (lora_alpha / r) B @ A: 8 / 16 * 16 * 0.01 * 0.02 to every element
+    model = get_peft_model(_llama(), LoraConfig(r=16, lora_alpha=8, task_type="CAUSAL_LM",
+                                                target_modules=["q_proj", "v_proj"]))
+    q = model.base_model.model.model.layers[0].self_attn.q_proj
+    before = q.base_layer.weight.detach().clone()
+    with torch.no_grad():
+        q.lora_B["default"].weight.fill_(0.01)
+        q.lora_A["default"].weight.fill_(0.02)
+    merged = model.merge_and_unload().model.layers[0].self_attn.q_proj.weight.detach()
+    delta = (merged - before).numpy()
+    assert np.allclose(delta, delta.flat[0]) and ch11.ex3(float(delta.flat[0]))
+    assert ch11.ex3(0.0016) and not ch11.ex3(0.0001) and not ch11.ex3(0.0064) and not ch11.ex3(True)
     assert "mindnlp" not in sys.modules
 
 

@@ -68,14 +68,31 @@ def test_translation_judged_alike_whatever_its_registration_order():
     class Reordered(nn.Cell):
         def __init__(self, hidden, inner):
             super().__init__()
-            self.fc2 = nn.Dense(inner, hidden)
+            self.fc2 = nn.Dense(inner, hidden, has_bias=False)
             self.fc1 = nn.Dense(hidden, inner)
-            self.norm = nn.LayerNorm((hidden,), epsilon=1e-5)
+            self.norm = nn.LayerNorm((hidden,), epsilon=1e-6)
 
         def construct(self, x):
-            return x + self.fc2(ops.gelu(self.fc1(self.norm(x)), approximate="none"))
+            return x + self.fc2(ops.gelu(self.fc1(self.norm(x)), approximate="tanh"))
     assert _judged(ch13.translate_block, Reordered, sol.FeedForwardBlock) == "pass"
-    assert _judged(ch13.translate_block, sol.wrong_tanh_gelu, sol.FeedForwardBlock) == "fail"
+    assert _judged(ch13.translate_block, sol.wrong_exact_gelu, sol.FeedForwardBlock) == "fail"
+
+
+def test_the_torch_module_is_the_one_the_reference_translates():
+    """The module to translate spells out eps=1e-6, the tanh GELU and fc2 without bias (not
+    the defaults the mapping table lists), so copying a table row is not the answer."""
+    tb = ch13.torch_block()(8, 20)
+    assert tb.norm.eps == 1e-6 and tb.act.approximate == "tanh" and tb.fc2.bias is None
+    cell = sol.FeedForwardBlock(8, 20)
+    assert cell.norm.epsilon == 1e-6 and cell.fc2.has_bias is False
+
+
+def test_translation_hints_name_the_slip_not_the_code(capsys):
+    for wrong, slip in ((sol.wrong_default_eps, "1e-07"), (sol.wrong_table_eps, "1e-05"),
+                        (sol.wrong_exact_gelu, "erf"), (sol.wrong_fc2_bias, "fc2.bias")):
+        assert not ch13.translate_block(wrong)
+        out = capsys.readouterr().out
+        assert slip in out and "epsilon=1e-6" not in out and "approximate=True" not in out, out
 
 
 def test_hidden_inputs_follow_the_grading_salt(monkeypatch):

@@ -35,9 +35,44 @@ def test_bucket_padding_keeps_the_loss_of_a_causal_model():
 
 
 def test_numbers():
-    assert ch14.ex1(4) and ch14.ex1(np.int64(4))        # 12, 20, 33, 8
-    assert not ch14.ex1(6) and not ch14.ex1(True)
+    # (12, .7) (20, .7) (12, 1.0) (33, .7) [(20, .7) again] (8, 1.0): 5 distinct keys
+    assert ch14.ex1(5) and ch14.ex1(np.int64(5))
+    assert not ch14.ex1(4) and not ch14.ex1(6) and not ch14.ex1(2) and not ch14.ex1(True)
     assert ch14.ex2(3) and not ch14.ex2(4)              # 16 (12, 8), 32 (20), 64 (33)
+
+
+def test_ex1_counts_what_mindspore_compiles():
+    """The closed form of ex1 is what MindSpore does: the section-3 Cell, the same calls, the
+    compilations counted from the compile cache."""
+    import importlib.util
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from course_lib.migration.compile_stats import CompileCounter
+    from course_lib.runtime import execution_mode
+    source = ("from mindspore import nn, ops\n\n\nclass Scale(nn.Cell):\n"
+              "    def construct(self, x, t):\n        return ops.softmax(x / t, -1)\n")
+    with tempfile.TemporaryDirectory() as tmp:          # GRAPH mode parses the Cell's source file
+        path = Path(tmp) / "scale_cell.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location("scale_cell", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["scale_cell"] = module
+        spec.loader.exec_module(module)
+        with execution_mode("graph"):
+            scale = module.Scale()
+            with CompileCounter() as counter:
+                for length, t in zip(ch14.STREAM, ch14.TEMPERATURES):
+                    scale(Tensor(np.ones((2, length), np.float32)), t)
+        del sys.modules["scale_cell"]
+    assert counter.count == ch14._graphs_with_scalars() == 5
+
+
+def test_the_demo_call_gives_no_method(capsys):
+    assert not ch14.ex1(0)
+    out = capsys.readouterr().out
+    assert "第 3 节" in out and "5" not in out.replace("[ch14.ex1]", "")
 
 
 def test_ex3_dynamic_declaration():

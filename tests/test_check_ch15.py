@@ -20,3 +20,17 @@ def test_hidden_chat_follows_the_grading_salt(monkeypatch):
     monkeypatch.setenv("COURSE_CHECK_SALT", "7")
     salted = ch15._hidden_chats()
     assert salted[-1] != fixed[-1] and salted[-1][-1]["role"] == "user"
+
+
+def test_prompt_hints_say_what_differs_not_the_template(capsys):
+    """A wrong prompt gets the first differing position and what kind of slip it is; the
+    template itself (section 5) is never printed by the checker."""
+    assert not ch15.internlm_prompt(ch15._no_bos)
+    out = capsys.readouterr().out
+    assert "少了最前面的 <s>" in out and "<|Bot|>" not in out and "encode(" not in out
+    assert not ch15.internlm_prompt(ch15._no_newline)
+    out = capsys.readouterr().out
+    assert "换行符" in out and "<eoh>" not in out
+    assert not ch15.peak_gib(0)
+    out = capsys.readouterr().out
+    assert "103168" not in out and "2 字节" not in out

@@ -20,3 +20,12 @@ def test_unpack_wqkv_reference_and_wrong_variants():
     assert ch16.unpack_wqkv(unpack_wqkv)
     assert not ch16.unpack_wqkv(ch16._thirds)
     assert not ch16.unpack_wqkv(ch16._k_v_swapped)
+
+
+def test_unpack_hints_point_to_rows_not_to_the_reshape(capsys):
+    assert not ch16.unpack_wqkv(ch16._thirds)
+    out = capsys.readouterr().out
+    assert "[Q | K | V] 三段" in out and "reshape" not in out and "G + 2" not in out
+    assert not ch16.kv_bytes_per_token(0)
+    out = capsys.readouterr().out
+    assert "12288" not in out and "12,288" not in out and "x head_dim" not in out

@@ -183,11 +183,11 @@ def test_an_unregistered_call_fails(copies):
     path = _books(copies)["09"]
     nb = _read(path)
     nb["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {},
-                        "outputs": [], "source": ["ch09.ex1(3)\n"]})
-    nb["cells"][0]["source"].append("\n见 `ch09.ex1(你的答案)`。")
+                        "outputs": [], "source": ["ch09.ex9(3)\n"]})
+    nb["cells"][0]["source"].append("\n见 `ch09.ex9(你的答案)`。")
     path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
     found = unresolved(copies)
-    assert len(found) == 2 and all("ch09.ex1" in f for f in found), found
+    assert len(found) == 2 and all("ch09.ex9" in f for f in found), found
 
 
 def test_an_exercise_missing_from_the_list_or_unmarked_fails(copies):

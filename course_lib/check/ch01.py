@@ -1,10 +1,11 @@
 """Checkers for notebook 01 (nn.Cell, parameters, attention blocks)."""
 from .. import solutions  # noqa: F401  (solutions.ch01 is imported lazily by the factories)
-from .common import (Mismatch, check_number, compare, copy_parameters, diagnose, exercise,
-                     expect_parameters, grads_by_name, hidden_rng, observe, parameter_shapes,
-                     run_code_check)
+from .common import (check_number, compare, copy_parameters, diagnose, exercise, expect_parameters,
+                     grads_by_name, hidden_rng, matches, Mismatch, observe, parameter_shapes,
+                     recognised, run_code_check)
 
 E, H, F = 16, 4, 40          # hidden sizes of the checks (different from the notebook's)
+KV = 12                      # feature size of the decoder block's context (differs from E)
 
 
 def _sol(name):
@@ -25,13 +26,24 @@ def _block_params(trainable_only=False, freeze_attn=False) -> int:
     return count_parameters(block, trainable_only=trainable_only)
 
 
+def _attention_params() -> int:
+    from ..blocks import SelfAttention, count_parameters
+    return count_parameters(SelfAttention(32, 4))
+
+
 @exercise("number", "TransformerBlock(32, 4, 128) 的参数个数", solution=lambda: _block_params(),
           question="`blocks.TransformerBlock(embed_dim=32, num_heads=4, ffn_dim=128)` 有多少个参数？"
                    "先用公式算。")
 def ex1(answer) -> bool:
     """How many parameters does TransformerBlock(embed_dim=32, num_heads=4, ffn_dim=128) have?"""
-    return check_number(answer, _block_params(), integer=True, name="ch01.ex1",
-                        hint="注意力 4E²+4E，前馈 2EF+F+E，两个 LayerNorm 各 2E；与头数无关。")
+    total, e, f = _block_params(), 32, 128
+    hint = recognised(answer, [
+        ("差了一项：注意力四个投影的偏置、两个 LayerNorm 的 γ 和 β，是不是漏了其中一项？", total - 4 * e),
+        ("注意力四个投影的偏置和两个 LayerNorm 的 γ、β 都要算上（第 5 节）。", total - 8 * e),
+        ("只数了权重矩阵：每个 Dense 的偏置和 LayerNorm 的 γ、β 也是参数。", 4 * e * e + 2 * e * f),
+    ], "回到第 5 节的逐项计数（注意力的四个投影、前馈的两层、两个 LayerNorm），"
+       "每一项的权重和偏置都要算上；头数不改变参数个数。")
+    return check_number(answer, total, integer=True, name="ch01.ex1", hint=hint)
 
 
 def _mha_weights_shape() -> list:
@@ -51,9 +63,16 @@ def _mha_weights_shape() -> list:
 def ex2(answer) -> bool:
     """nn.MultiheadAttention(16, 2) with its default batch_first, called as
     mha(x, x, x) with x of shape (4, 10, 16): the shape of the attention *weights*?"""
-    return check_number(answer, _mha_weights_shape(), integer=True, name="ch01.ex2",
-                        hint="batch_first 默认为 False：(4, 10, 16) 被读成 (L=4, N=10, E=16)，"
-                             "权重形状是 (N, L, S)。")
+    shape = _mha_weights_shape()
+    n, length = shape[0], shape[1]
+    hint = recognised(answer, [
+        ("这是把 x 当成 batch 在前（batch_first=True）读出的形状：默认设置下第 0 维"
+                         "被当成什么？回到第 6 节的例子。", (length, n, n)),
+        ("这是输出的形状，题目问的是返回元组里的注意力权重。", (length, n, 16)),
+        ("这是输出按另一种读法的形状，题目问的是返回元组里的注意力权重。", (n, length, 16)),
+    ], "回到第 6 节那个例子：默认设置下输入的第 0 维、第 1 维分别被当成什么？"
+       "注意力权重的三个维度依次表示什么？")
+    return check_number(answer, shape, integer=True, name="ch01.ex2", hint=hint)
 
 
 @exercise("number", "冻结 attn 之后 TransformerBlock(32, 4, 128) 的可训练参数个数",
@@ -63,8 +82,13 @@ def ex2(answer) -> bool:
 def ex3(answer) -> bool:
     """TransformerBlock(32, 4, 128) with every parameter of its ``attn`` sub-cell frozen
     (requires_grad=False): how many parameters are still trainable?"""
-    return check_number(answer, _block_params(True, True), integer=True, name="ch01.ex3",
-                        hint="冻结后用 trainable_params() 计数：总数减去注意力的 4E²+4E。")
+    hint = recognised(answer, [
+        ("这是整个块的参数个数：requires_grad=False 的参数不再出现在 "
+                          "trainable_params() 里（第 3 节）。", _block_params()),
+        ("这是被冻结的那一部分：题目问的是还剩多少可训练。", _attention_params()),
+    ], "冻结的只有 attn 子模块（第 3 节）：其余子模块的参数都还可训练。逐项计数时别漏了偏置和 "
+       "LayerNorm 的参数。")
+    return check_number(answer, _block_params(True, True), integer=True, name="ch01.ex3", hint=hint)
 
 
 # --------------------------------------------------------------------------- code
@@ -109,7 +133,8 @@ def _compare_grads(g_got: dict, g_want: dict, names, to_ref=lambda n: n, bug: st
         compare(got, want, what, bug=bug)
 
 
-FFN_HINT = "x + fc2(GELU(fc1(norm(x))))：先 LayerNorm，再前馈，最后加回输入 x。"
+FFN_HINT = ("回到第 5 节的 pre-norm 子层，对照题目逐步核对：先归一化哪一路、激活函数是哪一个、"
+            "最后加回的是什么。")
 
 
 def _ffn_reference():
@@ -128,7 +153,7 @@ def _ffn_reference():
     return Reference()
 
 
-@exercise("code", "写一个残差前馈 Cell：x + fc2(GELU(fc1(LayerNorm(x))))",
+@exercise("code", "写一个残差前馈 Cell（pre-norm 块的前馈子层）",
           solution=_sol("ResidualFFN"),
           wrong=((_sol("wrong_ffn_no_residual"), "没有加回输入"),
                  (_sol("wrong_ffn_post_norm"), "post-norm"),
@@ -137,8 +162,9 @@ def _ffn_reference():
           question="**残差前馈 Cell。** 写 `MyResidualFFN(embed_dim, ffn_dim)`："
                    "子模块 `norm = nn.LayerNorm((embed_dim,), epsilon=1e-5)`、"
                    "`fc1 = nn.Dense(embed_dim, ffn_dim)`、`fc2 = nn.Dense(ffn_dim, embed_dim)`，"
-                   "激活用精确的 GELU（`nn.GELU(approximate=False)`），"
-                   "前向为 `x + fc2(GELU(fc1(norm(x))))`——也就是 pre-norm 块的后半个子层。")
+                   "激活用精确的 GELU（`nn.GELU(approximate=False)`）。"
+                   "前向是 pre-norm 块的前馈子层：输入先经过 `norm`，再依次经过 `fc1`、GELU、`fc2`，"
+                   "最后加回原来的输入（残差）。输出形状与输入相同。")
 def residual_ffn(cls) -> bool:
     """``cls(embed_dim, ffn_dim)`` with parameters norm.gamma/beta, fc1.*, fc2.*."""
     def body():
@@ -154,14 +180,14 @@ def residual_ffn(cls) -> bool:
         for x in _inputs(rng, [(1, 1, E), (3, 5, E), (2, 7, E)]):
             got, want = learner(x), ref(x)
             bug = diagnose(got, {
-                "输出里没有加回输入 x：残差连接漏了（应为 x + f(x)）。": lambda: ref.ffn(ref.norm(x)),
-                "这是 post-norm（norm(x + f(x))）：题目要的是 pre-norm，先 norm 再前馈、最后加 x。":
-                    lambda: ref.norm(x + ref.ffn(x)),
-                "激活函数用成了 ReLU：前馈里应是 GELU（nn.GELU(approximate=False)）。":
+                "输出里没有加回输入：残差连接漏了（第 5 节）。": lambda: ref.ffn(ref.norm(x)),
+                "这是 post-norm：归一化放在了残差相加之后。题目要的是 pre-norm（第 5 节），"
+                "只对进入前馈的那一路归一化。": lambda: ref.norm(x + ref.ffn(x)),
+                "这是用 ReLU 作激活的结果：题目要的是精确的 GELU。":
                     lambda: x + ref.ffn.fc2(ops.relu(ref.ffn.fc1(ref.norm(x)))),
-                "GELU 用了 tanh 近似：写 nn.GELU(approximate=False)。":
+                "这是 tanh 近似的 GELU 的结果：题目要的是精确的 GELU（看 nn.GELU 的 approximate 参数）。":
                     lambda: x + ref.ffn.fc2(nn.GELU(approximate=True)(ref.ffn.fc1(ref.norm(x)))),
-                "没有做 LayerNorm：前馈的输入应是 norm(x)。": lambda: x + ref.ffn(x),
+                "前馈的输入没有经过 LayerNorm：pre-norm 子层先归一化再进前馈。": lambda: x + ref.ffn(x),
             })
             compare(got, want, f"输入形状 {tuple(x.shape)} 的输出", bug=bug or FFN_HINT)
         x = _inputs(rng, [(2, 3, E)])[0]
@@ -172,67 +198,117 @@ def residual_ffn(cls) -> bool:
     return run_code_check("ch01.residual_ffn", FFN_HINT, body)
 
 
-BLOCK_HINT = ("x = x + attn(norm1(x), key_padding_mask, attn_mask)；x = x + ffn(norm2(x))。"
-              "子模块用 blocks.SelfAttention、blocks.FeedForward 和两个 nn.LayerNorm。")
+BLOCK_HINT = ("逐个子层对照题目：三个子层的顺序、每个子层的归一化和残差、"
+              "因果掩码与 context 的填充掩码各交给哪个注意力（第 5 节“掩码”、第 7 节）。")
 
 
-def _masks(rng, batch, length):
+def _context_mask(batch, src_len):
+    """(batch, src_len) bool, True on padding: the last example's context ends in padding."""
     import mindspore as ms
     import numpy as np
+    pad = np.zeros((batch, src_len), bool)
+    pad[-1, max(1, src_len - 2):] = True
+    return ms.Tensor(pad)
+
+
+def _decode(ref, x, context, context_padding_mask=None, *, causal=True, pass_mask=True,
+            post=False, one_norm=False):
+    """The decoder block's forward from ``ref``'s sub-cells, and the realistic bugs: no
+    causal mask, the context mask not passed on, post-norm, one LayerNorm for all three."""
     from ..blocks import causal_mask
-    pad = np.zeros((batch, length), bool)
-    pad[-1, max(1, length - 2):] = True              # the last example ends in padding
-    return ms.Tensor(pad), causal_mask(length)
+    causal_ = causal_mask(x.shape[1]) if causal else None
+    mask = context_padding_mask if pass_mask else None
+    norms = (ref.self_norm,) * 3 if one_norm else (ref.self_norm, ref.cross_norm, ref.ffn_norm)
+    if post:
+        x = norms[0](x + ref.self_attn(x, None, causal_))
+        x = norms[1](x + ref.cross_attn(x, context, mask))
+        return norms[2](x + ref.ffn(x))
+    x = x + ref.self_attn(norms[0](x), None, causal_)
+    x = x + ref.cross_attn(norms[1](x), context, mask)
+    return x + ref.ffn(norms[2](x))
 
 
-def _one_norm(ref, x, masks):
-    h = x + ref.attn(ref.norm1(x), *masks)
-    return h + ref.ffn(ref.norm1(h))
+def _decoder_reference():
+    """The check's reference, built from the library's blocks: a pre-norm decoder block
+    (causal self-attention, cross-attention to the context, feed-forward)."""
+    from mindspore import nn
+    from ..blocks import LAYER_NORM_EPS, CrossAttention, FeedForward, SelfAttention
+
+    class Reference(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.self_attn = SelfAttention(E, H)
+            self.cross_attn = CrossAttention(E, H, KV)
+            self.ffn = FeedForward(E, F)
+            self.self_norm = nn.LayerNorm((E,), epsilon=LAYER_NORM_EPS)
+            self.cross_norm = nn.LayerNorm((E,), epsilon=LAYER_NORM_EPS)
+            self.ffn_norm = nn.LayerNorm((E,), epsilon=LAYER_NORM_EPS)
+
+        def construct(self, x, context, context_padding_mask=None):
+            return _decode(self, x, context, context_padding_mask)
+    return Reference()
 
 
-@exercise("code", "用 SelfAttention、FeedForward 和两个 LayerNorm 组装 pre-norm Transformer 块",
-          solution=_sol("PreNormBlock"),
-          wrong=((_sol("wrong_block_post_norm"), "post-norm"),
-                 (_sol("wrong_block_mask_dropped"), "掩码"),
-                 (_sol("wrong_block_one_norm"), "norm2")),
+@exercise("code", "用 SelfAttention、CrossAttention、FeedForward 和三个 LayerNorm 组装 pre-norm 解码器块",
+          solution=_sol("DecoderBlock"),
+          wrong=((_sol("wrong_decoder_not_causal"), "因果掩码"),
+                 (_sol("wrong_decoder_mask_dropped"), "填充掩码没有交到交叉注意力"),
+                 (_sol("wrong_decoder_post_norm"), "post-norm"),
+                 (_sol("wrong_decoder_one_norm"), "同一个 LayerNorm")),
           targets=("course_lib.blocks.TransformerBlock",),
-          question="**组装 pre-norm Transformer 块。** 用 `blocks.SelfAttention(embed_dim, num_heads)`、"
-                   "`blocks.FeedForward(embed_dim, ffn_dim)` 和两个 `nn.LayerNorm((embed_dim,), epsilon=1e-5)` 写 `MyPreNormBlock(embed_dim, num_heads, ffn_dim)`，"
-                   "属性名为 `attn`、`ffn`、`norm1`、`norm2`；"
-                   "`construct(x, key_padding_mask=None, attn_mask=None)` 要把两个掩码都交给注意力。")
+          question="**组装 pre-norm 解码器块。** 第 5 节的 `TransformerBlock` 是编码器块；这里写一个带交叉注意力的"
+                   "解码器块 `MyDecoderBlock(embed_dim, num_heads, ffn_dim, kv_dim)`。它依次有三个 pre-norm 子层，"
+                   "每个子层都是“输入 + 子层(LayerNorm(输入))”："
+                   "（1）因果自注意力 `self_attn = blocks.SelfAttention(embed_dim, num_heads)`，位置 i 只能看 0..i；"
+                   "（2）交叉注意力 `cross_attn = blocks.CrossAttention(embed_dim, num_heads, kv_dim)`，"
+                   "query 来自上一个子层的结果，key/value 来自 `context`（`context` 不做归一化），"
+                   "`context_padding_mask` 遮住 `context` 的填充位置；"
+                   "（3）前馈 `ffn = blocks.FeedForward(embed_dim, ffn_dim)`。"
+                   "三个子层的 LayerNorm 依次叫 `self_norm`、`cross_norm`、`ffn_norm`"
+                   "（都是 `nn.LayerNorm((embed_dim,), epsilon=1e-5)`）。"
+                   "`construct(x, context, context_padding_mask=None)`：`x` 形状 `(B, T, embed_dim)`，"
+                   "`context` 形状 `(B, S, kv_dim)`，掩码形状 `(B, S)`、bool（`True` = 填充）或 `None`；"
+                   "返回形状 `(B, T, embed_dim)`。检查器先核对参数名和形状，再把一组隐藏的随机权重复制进你的 Cell，"
+                   "在隐藏的输入上（T = 1 与 T > 1、带与不带掩码）比较输出和每个参数的梯度。")
 def prenorm_block(cls) -> bool:
-    """``cls(embed_dim, num_heads, ffn_dim)``; construct(x, key_padding_mask=None, attn_mask=None)."""
+    """``cls(embed_dim, num_heads, ffn_dim, kv_dim)``; construct(x, context,
+    context_padding_mask=None): a pre-norm decoder block (causal self-attention,
+    cross-attention to ``context``, feed-forward), compared with a reference built from
+    the library's SelfAttention / CrossAttention / FeedForward."""
     def body():
-        import numpy as np
-        from ..blocks import TransformerBlock
-        learner = cls(E, H, F)
-        ref, post = TransformerBlock(E, H, F, norm_first=True), TransformerBlock(E, H, F, norm_first=False)
+        learner, ref = cls(E, H, F, KV), _decoder_reference()
         expected = parameter_shapes(ref)
         _check_parameters(learner, expected,
-                          bug="属性名应为 attn、ffn、norm1、norm2（与 blocks.TransformerBlock 相同）。")
+                          bug="子模块的属性名应为 self_attn、cross_attn、ffn、self_norm、cross_norm、ffn_norm。")
         _hide_weights(ref, seed=2, scale=0.3)
         copy_parameters(ref, learner)
-        copy_parameters(ref, post)
         rng = hidden_rng(0)
-        for batch, length in ((1, 1), (3, 5), (2, 7)):
-            x = _inputs(rng, [(batch, length, E)])[0]
-            pad, causal = _masks(rng, batch, length)
-            for what, masks in (("不带掩码", ()), ("带 key_padding_mask", (pad,)),
-                                ("带 padding 与因果掩码", (pad, causal))):
-                got, want = learner(x, *masks), ref(x, *masks)
-                bug = diagnose(got, {
-                    "这是 post-norm（norm(x + f(x))）：题目要的是 pre-norm，x + f(norm(x))。":
-                        lambda: post(x, *masks),
-                    "掩码没有传给注意力：attn(norm1(x), key_padding_mask, attn_mask)。":
-                        lambda: ref(x),
-                    "第二个子层也用了 norm1：前馈前应使用 norm2。": lambda: _one_norm(ref, x, masks),
-                })
-                compare(got, want, f"batch={batch}、长度={length}、{what}时的输出", bug=bug or BLOCK_HINT)
-        x = _inputs(rng, [(2, 5, E)])[0]
-        pad, causal = _masks(rng, 2, 5)
+        for batch, length, src_len in ((1, 1, 3), (3, 5, 4), (2, 7, 6)):
+            x, context = _inputs(rng, [(batch, length, E), (batch, src_len, KV)])
+            pad = _context_mask(batch, src_len)
+            for what, masks in (("不带掩码", ()), ("带 context_padding_mask", (pad,))):
+                got, want = learner(x, context, *masks), ref(x, context, *masks)
+                bug = ""
+                if not matches(got, want):
+                    bug = diagnose(got, {
+                        "位置 i 看到了它后面的 token：解码器的自注意力需要因果掩码（第 5 节“掩码”）。":
+                            lambda: _decode(ref, x, context, *masks, causal=False),
+                        "带 context_padding_mask 时不同、不带时相同：context 的填充掩码没有交到交叉注意力"
+                        "（第 7 节）。": lambda: _decode(ref, x, context, *masks, pass_mask=False),
+                        "这是 post-norm：归一化放在了残差相加之后。题目要 pre-norm，"
+                        "只对进入子层的那一路归一化（第 5 节）。":
+                            lambda: _decode(ref, x, context, *masks, post=True),
+                        "三个子层用了同一个 LayerNorm：每个子层有自己的归一化层。":
+                            lambda: _decode(ref, x, context, *masks, one_norm=True),
+                    })
+                compare(got, want, f"batch={batch}、T={length}、S={src_len}、{what}时的输出",
+                        bug=bug or BLOCK_HINT)
+        x, context = _inputs(rng, [(2, 5, E), (2, 4, KV)])
+        pad = _context_mask(2, 4)
         weight = rng.normal(size=(2, 5, E))
-        g_got, g_want = grads_by_name(learner, (x, pad, causal), weight), grads_by_name(ref, (x, pad, causal), weight)
+        g_got = grads_by_name(learner, (x, context, pad), weight)
+        g_want = grads_by_name(ref, (x, context, pad), weight)
         _compare_grads(g_got, g_want, expected, bug=BLOCK_HINT,
                        zero_bug=lambda name: f"{name} 的梯度全是 0：这个参数没有参与计算。"
-                       f"{'第二个子层应使用 norm2。' if name.startswith('norm2') else BLOCK_HINT}")
+                       "三个子层各用自己的 LayerNorm 了吗？")
     return run_code_check("ch01.prenorm_block", BLOCK_HINT, body)

@@ -1,8 +1,8 @@
 """Checkers for notebook 02 (Model: train / eval / predict, modes, mixed precision)."""
 import math
 
-from .common import (Mismatch, check_number, compare, diagnose, exercise, hidden_rng, observe,
-                     run_code_check)
+from .common import (check_number, compare, diagnose, exercise, hidden_rng, Mismatch, observe,
+                     recognised, run_code_check)
 
 
 def _sol(name):
@@ -14,24 +14,33 @@ def _sol(name):
 
 
 # --------------------------------------------------------------------------- numbers
-def _test_baseline() -> float:
+def _baseline(split: str, minority: bool = False) -> float:
+    """Share of the majority class of the training labels (or of the other class) in ``split``."""
     from ..data import review_splits
     splits = review_splits()
     train = [y for _, y in splits.train]
     majority = max((0, 1), key=lambda c: (train.count(c), -c))
-    test = [y for _, y in splits.test]
-    return sum(y == majority for y in test) / len(test)
+    labels = [y for _, y in getattr(splits, split)]
+    return sum(y == (1 - majority if minority else majority) for y in labels) / len(labels)
+
+
+def _test_baseline() -> float:
+    return _baseline("test")
 
 
 @exercise("number", "测试集上的多数类基线准确率（多数类由训练集决定），3 位小数",
           solution=lambda: round(_test_baseline(), 3),
           question="**测试集**（`splits.test`）上的多数类基线准确率是多少（多数类仍由训练集标签决定）？"
-                   "保留 3 位小数。")
+                   "保留 3 位小数（与正确值相差不超过 0.001 算对）。")
 def ex1(answer) -> bool:
     """Majority-class baseline accuracy on the *test* reviews (majority taken from the
     training labels), to 3 decimals."""
-    return check_number(answer, _test_baseline(), abs_=1e-3, rel=0, name="ch02.ex1",
-                        hint="多数类只由训练集标签决定；再数测试集（splits.test）里这一类占多少。")
+    hint = recognised(answer, [
+        ("这是验证集上的基线（第 1 节打印的那个）：题目问的是测试集。", _baseline("validation")),
+        ("这是另一类在测试集里的比例：多数类由训练集的标签决定（第 1 节）。", _baseline("test", minority=True)),
+    ], "回到第 1 节的多数类基线：多数类由哪个集合的标签决定，准确率又在哪个集合上算？"
+       "答案保留 3 位小数。", abs_=5e-4)
+    return check_number(answer, _test_baseline(), abs_=1e-3, rel=0, name="ch02.ex1", hint=hint)
 
 
 def _fp32_layernorms(num_layers: int = 3) -> int:
@@ -49,9 +58,14 @@ def _fp32_layernorms(num_layers: int = 3) -> int:
 def ex2(answer) -> bool:
     """SentimentClassifier with num_layers=3 (pre-norm blocks) under amp_level="O2": how
     many nn.LayerNorm sub-cells keep computing in float32?"""
-    return check_number(answer, _fp32_layernorms(), integer=True, name="ch02.ex2",
-                        hint="O2 让哪一类层留在 float32（第 5 节的表）？数一数每个 pre-norm 块里有几个，"
-                             "再看 TransformerEncoder 在所有块之后还做了什么（第 2 节的参数公式里有它）。")
+    final = 2 * _fp32_layernorms(1) - _fp32_layernorms(2)         # LayerNorms outside the blocks
+    hint = recognised(answer, [
+        ("三个块里的都数到了，但编码器里不只有块："
+                                         "第 2 节的参数公式列出了编码器的每一部分。", _fp32_layernorms() - final),
+        ("每个 pre-norm 块里不止一个 LayerNorm（第 01 章第 5 节的块结构）。", 3),
+    ], "O2 让哪一类层保持 float32（第 5 节的表）？再把 num_layers=3 的编码器里这样的层逐个数出来"
+       "（第 01 章的块结构、本章第 2 节的参数公式）。")
+    return check_number(answer, _fp32_layernorms(), integer=True, name="ch02.ex2", hint=hint)
 
 
 @exercise("number", "1000 条评论、batch_size=32、不丢最后小批次，train(3, ...) 的优化步数",
@@ -61,13 +75,17 @@ def ex2(answer) -> bool:
 def ex3(answer) -> bool:
     """model.train(3, data) where data = review_dataset(<1000 examples>, ..., batch_size=32)
     (drop_remainder=False): how many optimizer steps run?"""
-    return check_number(answer, 3 * math.ceil(1000 / 32), integer=True, name="ch02.ex3",
-                        hint="每个 epoch 的步数 = ceil(样本数 / batch_size)（不丢最后一个小批次）。")
+    hint = recognised(answer, [
+        ("最后那个不满 32 条的小批次也是一步：题目说不丢弃它。", 3 * (1000 // 32)),
+        ("这是一个 epoch 的步数：train 的第一个参数是 epoch 数（第 3 节）。", math.ceil(1000 / 32)),
+    ], "一个 epoch 里有几个批（最后不满的小批次算不算），train(3, ...) 又跑几个 epoch（第 3 节）？")
+    return check_number(answer, 3 * math.ceil(1000 / 32), integer=True, name="ch02.ex3", hint=hint)
 
 
 # --------------------------------------------------------------------------- code
-LOSS_HINT = ("目标分布 = (1-s)·one_hot + s/K（K 个类别都分到 s/K，包括正确类），"
-             "损失 = -Σ 目标·log_softmax(logits)，再对 batch 取平均。")
+LOSS_HINT = ("对照题目逐项核对：平滑后的目标分布给每个类别多少、log_softmax 沿哪一维、"
+             "对类别求和之后对 batch 怎样汇总。")
+FP16_TOL = 1e-3              # absolute tolerance of the float16 case (float32 cases: 1e-5)
 
 
 def _loss_cases():
@@ -90,9 +108,11 @@ def _loss_cases():
           question="**损失 Cell。** 写 `MyLabelSmoothingCE(smoothing)`："
                    "`construct(logits, labels)` 中 `logits` 形状 `(B, K)`、`labels` 形状 `(B,)`（int32），"
                    "目标分布是 `(1 - s)·one_hot + s/K`（K 个类别**都**分到 `s/K`，包括正确类），"
-                   "损失是 `-Σ 目标 · log_softmax(logits)` 对 batch 取平均。"
-                   "检查器的参考是 MindSpore 自带的 `nn.CrossEntropyLoss(label_smoothing=s)`，"
-                   "输入包括 batch 1、K=2 与 K=7、float16 的 logits，并比较对 logits 的梯度。"
+                   "损失是 `-Σ 目标 · log_softmax(logits)` 对 batch 取平均，返回一个标量。"
+                   "`logits` 可能是 float16：先转成 float32，整个损失在 float32 下计算。"
+                   "检查器的参考是 MindSpore 自带的 `nn.CrossEntropyLoss(label_smoothing=s)`（在 float32 下计算），"
+                   "输入包括 batch 1、K=2 与 K=7、float16 的 logits；损失的容差是绝对 1e-5 加相对 1e-4"
+                   "（float16 的 logits：绝对 1e-3 加相对 1e-4），还比较对 logits 的梯度。"
                    "写好后它可以直接当 `Model(net, loss_fn=MyLabelSmoothingCE(0.1), ...)` 的损失。")
 def label_smoothing_loss(cls) -> bool:
     """``cls(smoothing)``; construct(logits (B, K), labels (B,) int32) -> scalar mean loss.
@@ -121,7 +141,11 @@ def label_smoothing_loss(cls) -> bool:
                 "这是没有平滑的交叉熵：smoothing 被忽略了。":
                     lambda: -(one_hot * log_p).sum(-1).mean() if s > 0 else None,
             }, atol=1e-4)
-            compare(got.reshape(()), want, what, atol=1e-3 if logits.dtype == np.float16 else 1e-5,
+            if not bug and logits.dtype == np.float16 and \
+                    abs(float(got.reshape(()).asnumpy()) - float(want.asnumpy())) < 1e-2:
+                bug = ("float16 的 logits 上差了一点、超出了容差：题目要求在 float32 下计算"
+                       "（float16 的精度只有约 3 位有效数字）。")
+            compare(got.reshape(()), want, what, atol=FP16_TOL if logits.dtype == np.float16 else 1e-5,
                     bug=bug or LOSS_HINT)
         batch, classes, s, logits, labels = next(iter(_loss_cases()))
         x, y = ms.Tensor(logits), ms.Tensor(labels)
@@ -131,8 +155,10 @@ def label_smoothing_loss(cls) -> bool:
     return run_code_check("ch02.label_smoothing_loss", LOSS_HINT, body)
 
 
-F1_HINT = ("clear() 把 TP/FP/FN 清零；update(logits, labels) 用 argmax(-1) 得到预测并累加计数；"
-           "eval() 返回 2TP / (2TP + FP + FN)。")
+F1_HINT = ("对照题目逐项核对 clear、update、eval：上面给出了这次评估应有的 TP、FP、FN，"
+           "看你的计数从哪一批开始和它们不同。")
+ZERO_HINT = ("这次评估没有正类预测、也没有正类标签（TP = FP = FN = 0），F1 的分母为 0："
+             "题目规定这时返回 0。")
 
 
 def _f1(pred, labels) -> float:
@@ -149,8 +175,10 @@ def _f1(pred, labels) -> float:
           targets=("course_lib.metrics.BinaryF1",),
           question="**自定义指标。** 写 `MyF1(Metric)`（`from mindspore.train import Metric`）："
                    "`clear()` 清零，`update(logits, labels)` 用 `argmax(-1)` 得到预测、"
-                   "**累加**正类的 TP/FP/FN，`eval()` 返回 `2TP / (2TP + FP + FN)`。"
-                   "检查器会分几个批次调用 `update`，并在两次评估之间调用 `clear`。"
+                   "**累加**正类（标签 1）的 TP/FP/FN，`eval()` 返回 `2TP / (2TP + FP + FN)`；"
+                   "分母为 0（这次评估既没有正类预测、也没有正类标签）时返回 0。"
+                   "检查器会分几个批次调用 `update`，并在两次评估之间调用 `clear`，"
+                   "其中一次评估全是负类；F1 的容差是 1e-6。"
                    '写好后可以放进 `Model(..., metrics={"f1": MyF1()})`。')
 def f1_metric(cls) -> bool:
     """``cls()`` is a mindspore.train.Metric; update(logits (B, 2), labels (B,)); eval() -> float."""
@@ -159,27 +187,37 @@ def f1_metric(cls) -> bool:
         import numpy as np
         rng = hidden_rng(0)
         metric = cls()
-        runs = [[1, 7, 3], [5, 2], [4]]                # batch sizes of three evaluations
+        runs = [[1, 7, 3], [5, 2], [4], [3, 2]]        # batch sizes of four evaluations
         for r, sizes in enumerate(runs):
             metric.clear()
             logits = [rng.normal(size=(b, 2)).astype(np.float32) for b in sizes]
             labels = [rng.integers(0, 2, size=b).astype(np.int32) for b in sizes]
+            if r == len(runs) - 1:                     # all negative: TP = FP = FN = 0
+                logits = [np.sort(lg, axis=-1)[:, ::-1].copy() for lg in logits]
+                labels = [np.zeros_like(lb) for lb in labels]
             for lg, lb in zip(logits, labels):
                 metric.update(ms.Tensor(lg), ms.Tensor(lb))
             pred, truth = np.concatenate([lg.argmax(-1) for lg in logits]), np.concatenate(labels)
             want, tp, fp, fn = _f1(pred, truth)
-            got = float(metric.eval())
-            observe(f"第 {r + 1} 次评估（批大小 {sizes}）的 F1", got, want, atol=1e-6)
+            what = f"第 {r + 1} 次评估（批大小 {sizes}）的 F1"
+            try:
+                got = float(metric.eval())
+            except ZeroDivisionError:
+                observe(what, None, want, atol=1e-6)
+                raise Mismatch(f"{what}：eval() 抛出了 ZeroDivisionError。{ZERO_HINT}") from None
+            observe(what, got, want, atol=1e-6)
             if abs(got - want) < 1e-6:
                 continue
+            if tp + fp + fn == 0:
+                raise Mismatch(f"{what} 是 {got:.4f}，应为 {want:.4f}。{ZERO_HINT}")
             last = _f1(logits[-1].argmax(-1), labels[-1])[0]
             bug = diagnose(got, {
                 "只算了最后一个批次：update 应把 TP/FP/FN 累加，而不是覆盖。": last if len(sizes) > 1 else None,
-                "这是精确率 TP/(TP+FP)，不是 F1 = 2TP/(2TP+FP+FN)。": tp / max(tp + fp, 1),
-                "这是召回率 TP/(TP+FN)，不是 F1。": tp / max(tp + fn, 1),
+                "这是精确率：eval() 要返回的是 F1（题目里的公式）。": tp / max(tp + fp, 1),
+                "这是召回率：eval() 要返回的是 F1（题目里的公式）。": tp / max(tp + fn, 1),
             }, atol=1e-6)
             if not bug and r > 0:
                 bug = "第一次评估对、之后的不对：clear() 没有把计数清零，上一次评估的数还在。"
-            raise Mismatch(f"第 {r + 1} 次评估（批大小 {sizes}）的 F1 是 {got:.4f}，应为 {want:.4f}"
+            raise Mismatch(f"{what} 是 {got:.4f}，应为 {want:.4f}"
                            f"（TP={tp}, FP={fp}, FN={fn}）。{bug or F1_HINT}")
     return run_code_check("ch02.f1_metric", F1_HINT, body)

@@ -1,5 +1,8 @@
 """Checkers for notebook 03 (mindspore.dataset pipelines)."""
-from .common import Mismatch, check_number, exercise, hidden_rng, observe, run_code_check
+import functools
+
+from .common import (check_number, exercise, hidden_rng, Mismatch, observe, recognised,
+                     run_code_check)
 
 
 def _sol(name):
@@ -11,10 +14,11 @@ def _sol(name):
 
 
 # --------------------------------------------------------------------------- numbers
-def _ex1() -> int:
+@functools.lru_cache(maxsize=None)
+def _ex1(drop_remainder: bool = True, repeat: int = 2) -> int:
     import mindspore.dataset as ds
     data = ds.NumpySlicesDataset(list(range(103)), column_names=["x"], shuffle=False)
-    return data.batch(8, drop_remainder=True).repeat(2).get_dataset_size()
+    return data.batch(8, drop_remainder=drop_remainder).repeat(repeat).get_dataset_size()
 
 
 @exercise("number", "103 个样本 batch(8, drop_remainder=True).repeat(2) 的批数", solution=_ex1,
@@ -23,15 +27,22 @@ def _ex1() -> int:
 def ex1(answer) -> bool:
     """ds.NumpySlicesDataset(list(range(103)), column_names=["x"]).batch(8,
     drop_remainder=True).repeat(2): how many batches?"""
-    return check_number(answer, _ex1(), integer=True, name="ch03.ex1",
-                        hint="drop_remainder=True 丢掉不满 8 个的尾巴，repeat(2) 再翻倍。")
+    hint = recognised(answer, [
+        ("这是保留最后那个不满的批时的批数：题目里 drop_remainder=True（第 5 节）。", _ex1(drop_remainder=False)),
+        ("这是一遍的批数：batch 之后还有 repeat(2)（第 5 节）。", _ex1(repeat=1)),
+        ("这是一遍、且保留最后那个不满的批时的批数：再看看 "
+                                               "drop_remainder=True 和 repeat(2) 各做了什么（第 5 节）。", _ex1(drop_remainder=False, repeat=1)),
+    ], "回到第 5 节的那几行：drop_remainder=True 对最后一个不满的批做了什么，"
+       "batch 之后的 repeat(2) 又做了什么？")
+    return check_number(answer, _ex1(), integer=True, name="ch03.ex1", hint=hint)
 
 
-def _ex2() -> int:
+@functools.lru_cache(maxsize=None)
+def _ex2(eos: int = 1, row: int = 65) -> int:
     from ..data import news_documents
     from ..tokenizer import load_tokenizer
     ids = load_tokenizer().encode_batch(news_documents()[:100])
-    return sum(len(x) + 1 for x in ids) // 65      # every row holds block_size + 1 tokens
+    return sum(len(x) + eos for x in ids) // row      # every row holds block_size + 1 tokens
 
 
 @exercise("number", "前 100 篇新闻加 <eos> 后 pack_blocks(block_size=64) 的行数", solution=_ex2,
@@ -40,26 +51,40 @@ def _ex2() -> int:
 def ex2(answer) -> bool:
     """The first 100 news documents (course_lib.data.news_documents()[:100]) tokenised,
     each followed by <eos>, packed with pack_blocks(..., block_size=64): how many rows?"""
-    return check_number(answer, _ex2(), integer=True, name="ch03.ex2",
-                        hint="总 token 数（每篇文档再加一个 <eos>）整除 block_size + 1。")
+    cases = [(_ex2(eos=0), "少了每篇文档后面的 <eos>：它们也是打包流里的 token（第 7 节）。"),
+             (_ex2(row=64), "每行的 token 数不是 block_size：回到第 7 节看打包后每行的长度。"),
+             (_ex2(eos=2), "<eos> 加了两遍：pack_blocks 自己会在每篇后面加一个（题目）。")]
+    hint = recognised(answer, [(t, v) for v, t in cases if v != _ex2()],
+                     "回到第 7 节的打包：打包前的 token 流有多长（别漏了每篇后面的 <eos>），"
+                     "每行有几个 token，不满一行的尾巴怎么处理？")
+    return check_number(answer, _ex2(), integer=True, name="ch03.ex2", hint=hint)
 
 
-def _ex3() -> int:
+@functools.lru_cache(maxsize=None)
+def _ex3(split: str = "validation", q: int = 95) -> int:
     import numpy as np
     from ..data import review_splits
     from ..tokenizer import load_tokenizer
-    texts = [t for t, _ in review_splits().validation]
+    texts = [t for t, _ in getattr(review_splits(), split)]
     lengths = [len(x) for x in load_tokenizer().encode_batch(texts)]
-    return int(np.percentile(lengths, 95, method="inverted_cdf"))
+    return int(np.percentile(lengths, q, method="inverted_cdf"))
 
 
 @exercise("number", "验证集评论 token 长度的第 95 百分位数（最近秩）", solution=_ex3,
-          question="验证集评论（`data.review_splits().validation`）token 长度的第 95 百分位数（最近秩）"
-                   "是多少？")
+          question="验证集评论（`data.review_splits().validation`）token 长度的第 95 百分位数是多少？"
+                   "用**最近秩**定义：把 N 个长度从小到大排好，取第 ⌈0.95·N⌉ 个（从 1 数起），"
+                   '即 `np.percentile(lengths, 95, method="inverted_cdf")`，'
+                   "也是本章 `sources.length_stats` 的定义；长度按 `tok.encode` 的 id 个数算（不加 `<bos>`/`<eos>`）。"
+                   "答案是一个整数。")
 def ex3(answer) -> bool:
-    """The 95th percentile (nearest rank) of the token lengths of the *validation* reviews?"""
-    return check_number(answer, _ex3(), integer=True, name="ch03.ex3",
-                        hint="sources.token_lengths + sources.length_stats(..., (95,)) 里的 p95。")
+    """The 95th percentile (nearest rank: numpy's method="inverted_cdf") of the token
+    lengths of the *validation* reviews?"""
+    cases = [(_ex3("train"), "这是训练集的第 95 百分位数：题目问的是验证集。"),
+             (_ex3(q=90), "这是第 90 百分位数：题目问的是第 95 百分位数。")]
+    hint = recognised(answer, [(t, v) for v, t in cases if v != _ex3()],
+                     "用的是哪个集合、哪种百分位定义（最近秩，见题目）？长度按 id 个数算；"
+                     "第 7 节统计新闻文档长度时用的就是这个定义。")
+    return check_number(answer, _ex3(), integer=True, name="ch03.ex3", hint=hint)
 
 
 # --------------------------------------------------------------------------- code
@@ -75,18 +100,19 @@ def _run_map(fn, rows, out_cols, ragged=False):
     return [tuple(np.asarray(c) for c in r) for r in data.create_tuple_iterator(output_numpy=True)]
 
 
-SHIFT_HINT = "input_ids = row[:-1]，labels = row[1:]：每个位置的标签是它的下一个 token。"
+SHIFT_HINT = ("每个位置的标签是它的下一个 token（第 7 节）：一行 block_size + 1 个 token 里，"
+              "输入取哪一段、标签取哪一段？")
 
 
 @exercise("code", "写 dataset.map 用的变换：打包行 → (input_ids, labels)，标签右移一位",
           solution=_sol("shift_for_lm"),
           wrong=((_sol("wrong_shift_none"), "没有错开"), (_sol("wrong_shift_reversed"), "反了"),
-                 (_sol("wrong_shift_full_input"), "row[:-1]")),
+                 (_sol("wrong_shift_full_input"), "多一个 token")),
           targets=("course_lib.pipelines.BlockSource",),
           question="**语言模型的输入与标签。** 写 `shift_for_lm(row)`："
                    "`row` 是打包后的一行（`BLOCK + 1` 个 token），返回 `(input_ids, labels)`，"
-                   "两者都是 int32、长度 `BLOCK`，标签是下一个 token。用法："
-                   '`ds.NumpySlicesDataset({"row": blocks}).map(shift_for_lm, input_columns="row", output_columns=["input_ids", "labels"])`。')
+                   "两者都是 int32、长度 `BLOCK`，标签是下一个 token。用法（`blocks_` 是第 7 节打包出的行）："
+                   '`ds.NumpySlicesDataset({"row": blocks_}).map(shift_for_lm, input_columns="row", output_columns=["input_ids", "labels"])`。')
 def shift_for_lm(fn) -> bool:
     """``fn(row) -> (input_ids, labels)`` for rows of block_size + 1 tokens."""
     def body():
@@ -103,7 +129,8 @@ def shift_for_lm(fn) -> bool:
                 observe(f"{where} 的 dtype", [str(inp.dtype), str(lab.dtype)], ["int32", "int32"])
                 if inp.shape != want_in.shape or lab.shape != want_lab.shape:
                     raise Mismatch(f"{where}：得到 input_ids {inp.shape}、labels {lab.shape}，"
-                                   f"两者都应是 ({block},)。input_ids 是 row[:-1]，不是整行。")
+                                   f"两者都应是 ({block},)：一行比 block_size 多一个 token，"
+                                   "输入和标签各用不到其中一个（第 7 节）。")
                 if np.array_equal(lab, inp):
                     raise Mismatch(f"{where}：labels 与 input_ids 完全相同，没有错开一位：模型只学会抄写输入。")
                 if np.array_equal(inp, want_lab) and np.array_equal(lab, want_in):
@@ -115,8 +142,8 @@ def shift_for_lm(fn) -> bool:
     return run_code_check("ch03.shift_for_lm", SHIFT_HINT, body)
 
 
-PAD_HINT = ("保留前 max_len 个 id（开头往往已表明态度），在右侧补 pad_id 到 max_len；"
-            "掩码形状 (max_len,)，填充位置为 True。")
+PAD_HINT = ("对照题目逐项核对：截断时保留哪一端、填充补在哪一侧、用哪个 pad_id、"
+            "掩码里 True 表示什么（第 3 节、第 01 章的掩码约定）。")
 
 
 @exercise("code", "写 dataset.map 用的变换：截断（保留开头）+ 右侧填充 + key_padding_mask",
@@ -126,7 +153,8 @@ PAD_HINT = ("保留前 max_len 个 id（开头往往已表明态度），在右�
           targets=("course_lib.classifier.encode_reviews",),
           question="**截断、填充与掩码。** 写 `truncate_pad(ids, max_len=16, pad_id=0)`："
                    "保留**开头**的 `max_len` 个 id，右侧补 `pad_id` 到 `max_len`，"
-                   "同时返回 `key_padding_mask`（bool，形状 `(max_len,)`，填充位置为 `True`，"
+                   "返回 `(input_ids, key_padding_mask)`：`input_ids` 为 int32、形状 `(max_len,)`；"
+                   "`key_padding_mask` 为 bool、形状 `(max_len,)`，填充位置为 `True`（"
                    "与[第 01 章](01_cell.ipynb)的约定一致）。它一步做完第 3 节 `Truncate` + `PadEnd` 的事，"
                    "还多给出掩码。")
 def truncate_pad(fn) -> bool:
@@ -151,9 +179,9 @@ def truncate_pad(fn) -> bool:
                     raise Mismatch(f"{where}：输出形状 {got_ids.shape}/{got_mask.shape}，应都为 ({max_len},)。")
                 if not np.array_equal(got_ids, want_ids):
                     if len(ids) > max_len and np.array_equal(got_ids, ids[-max_len:]):
-                        bug = "截断时保留了结尾：应保留开头 ids[:max_len]。"
+                        bug = "截断时保留了结尾：题目要保留开头（评论的开头往往已表明态度）。"
                     elif np.array_equal(got_ids[max_len - min(len(ids), max_len):], ids[:max_len]):
-                        bug = "填充补在了左侧：这里要右侧填充（与 review_dataset 一致）。"
+                        bug = "填充补在了左侧：这里要右侧填充（与第 3 节的 PadEnd、review_dataset 一致）。"
                     else:
                         bug = PAD_HINT
                     raise Mismatch(f"{where}：input_ids = {got_ids.tolist()}，应为 {want_ids.tolist()}。{bug}")

@@ -1,7 +1,7 @@
 """Checkers for notebook 04 (callbacks, metrics)."""
 import math
 
-from .common import Mismatch, check_number, exercise, observe, run_code_check
+from .common import check_number, exercise, Mismatch, observe, recognised, run_code_check
 
 
 def _sol(name):
@@ -13,18 +13,52 @@ def _sol(name):
 
 
 # --------------------------------------------------------------------------- numbers
-HALVED = [0.1 * 0.5 ** i for i in range(4)]
+HALVED = [0.1 * 0.5 ** i for i in range(4)]     # what halve_lr's probe must measure
 
 
-@exercise("number", "每步后把学习率减半的回调：探针 4 步实际用到的学习率", solution=lambda: list(HALVED),
-          question="把你写好的 `HalveLR` 交给 `probe_lr(callbacks=[HalveLR()])`，"
-                   "量出 4 步实际用到的学习率（一个列表）。")
+def every_second_step(lr, step):
+    """ex1's learning_rate_function: x0.1 whenever ``step`` is even (MindSpore's own example
+    of LearningRateScheduler, with 1000 steps made 2)."""
+    return lr * 0.1 if step % 2 == 0 else lr
+
+
+def _scheduled(fn, steps: int = 4, lr: float = 0.1, *, called_before: bool = False,
+               first_step: int = 1) -> list:
+    """The learning rate each step uses when ``LearningRateScheduler(fn)`` drives it:
+    MindSpore calls ``fn(lr, cur_step_num)`` at the END of step ``cur_step_num`` (counted
+    from 1) and the value it returns is used from the next step on. ``called_before`` /
+    ``first_step`` give the readings a learner may wrongly assume."""
+    used = []
+    for step in range(first_step, first_step + steps):
+        if called_before:
+            lr = fn(lr, step)
+        used.append(lr)
+        if not called_before:
+            lr = fn(lr, step)
+    return used
+
+
+@exercise("number", "LearningRateScheduler(每 2 步乘 0.1) 在探针里 4 步实际用到的学习率",
+          solution=lambda: _scheduled(every_second_step),
+          question="第 2 节的 `scheduler` 一行用的是 MindSpore 自带的 `LearningRateScheduler(fn)`。"
+                   "把它交给同一个探针："
+                   "`probe_lr(callbacks=[LearningRateScheduler(lambda lr, step: lr * 0.1 if step % 2 == 0 else lr)])`"
+                   "（初始学习率 0.1，训练 4 步；这个 `fn` 就是 MindSpore 文档里的例子，只把 1000 换成了 2）。"
+                   "4 步**实际**用到的学习率各是多少？先按第 2 节常见误区里 `fn(lr, step)` 被调用的时机推理，"
+                   "再用探针量出来核对。写成 4 个数的列表，每个数的相对误差在 1e-4 以内算对。")
 def ex1(answer) -> bool:
-    """Learning rates really used in 4 probe steps by a callback that halves the lr
-    (with ops.assign) after every step, starting from 0.1."""
-    return check_number(answer, HALVED, rel=1e-4, abs_=1e-6, name="ch04.ex1",
-                        hint="在 on_train_step_end 里用 ops.assign(opt.learning_rate, Tensor(新值)) "
-                             "写回学习率，再用 probe_lr(callbacks=[你的回调]) 量出实际学习率。")
+    """Learning rates really used in the 4 probe steps (initial lr 0.1) under
+    LearningRateScheduler(lambda lr, step: lr * 0.1 if step % 2 == 0 else lr)."""
+    want = _scheduled(every_second_step)
+    hint = recognised(answer, [
+        ("你的学习率比实测早一步变小：回到第 2 节常见误区，fn(lr, step) 在什么时候被调用，"
+         "它的返回值从哪一步起生效？", _scheduled(every_second_step, called_before=True)),
+        ("第 1 步用的应是优化器的初始学习率：回调只会在某一步结束后改它（第 2 节常见误区）。", _scheduled(every_second_step, called_before=True, first_step=0)),
+        ("这是每步减半的学习率：题目里的 fn 只在部分步之后改变学习率。", HALVED),
+        ("量出来的学习率没有变：fn 在哪几步之后返回了新值？", [0.1] * 4),
+    ], "回到第 2 节常见误区：LearningRateScheduler 的 fn(lr, step) 在什么时候被调用、step 从几数起、"
+       "返回值从哪一步起生效？再用探针量出来核对。", rel=1e-4)
+    return check_number(answer, want, rel=1e-4, abs_=1e-6, name="ch04.ex1", hint=hint)
 
 
 def _ppl_half_and_half() -> float:
@@ -33,37 +67,63 @@ def _ppl_half_and_half() -> float:
 
 @exercise("number", "一半 token 概率 1/2、另一半 1/32 时的困惑度", solution=_ppl_half_and_half,
           question="某语言模型在一半的 token 上给正确答案的概率是 1/2，在另一半上是 1/32。"
-                   "`Perplexity` 报告的困惑度是多少？先手算。")
+                   "`Perplexity` 报告的困惑度是多少？先手算（相对误差 1e-6 以内算对）。")
 def ex2(answer) -> bool:
     """A model gives the right token probability 1/2 on half of the tokens and 1/32 on the
     other half: what perplexity does Perplexity report?"""
-    return check_number(answer, _ppl_half_and_half(), rel=1e-6, name="ch04.ex2",
-                        hint="困惑度 = exp(所有 token 的平均负对数似然)；先平均 -log p，再取 exp"
-                             "（不是把两种困惑度 2 和 32 直接平均）。")
+    hint = recognised(answer, [
+        ("这是两种困惑度的算术平均：困惑度不是按 token 直接平均的量（第 3 节的定义）。", (2 + 32) / 2),
+        ("这是用平均概率算的：第 3 节的定义里，在所有 token 上取平均的不是概率。", 1 / ((1 / 2 + 1 / 32) / 2)),
+        ("符号反了：困惑度里平均的是负对数似然（第 3 节）。", 1 / _ppl_half_and_half()),
+    ], "回到第 3 节困惑度的定义：在所有 token 上取平均的是哪个量，平均之后再做什么？", rel=1e-6)
+    return check_number(answer, _ppl_half_and_half(), rel=1e-6, name="ch04.ex2", hint=hint)
+
+
+# ex3: an evaluation described by counts, as a report would give them
+EX3_REVIEWS, EX3_PREDICTED_POSITIVE, EX3_CORRECT_POSITIVE, EX3_ACTUAL_POSITIVE = 200, 50, 40, 60
+
+
+def _ex3_counts() -> tuple:
+    """(TP, FP, FN, TN) of ex3's evaluation."""
+    tp = EX3_CORRECT_POSITIVE
+    fp, fn = EX3_PREDICTED_POSITIVE - tp, EX3_ACTUAL_POSITIVE - tp
+    return tp, fp, fn, EX3_REVIEWS - tp - fp - fn
 
 
 def _f1() -> float:
-    tp, fp, fn = 40, 10, 20
+    tp, fp, fn, _ = _ex3_counts()
     precision, recall = tp / (tp + fp), tp / (tp + fn)
     return 2 * precision * recall / (precision + recall)
 
 
-@exercise("number", "TP=40, FP=10, FN=20 时正类的 F1", solution=_f1,
-          question="某次评估 TP=40、FP=10、FN=20，正类 F1 是多少？（保留 3 位小数）")
+@exercise("number", "由评估的计数（判为正面 50 条、其中对 40 条、实际正面 60 条）求正类 F1", solution=_f1,
+          question=f"某次评估共 {EX3_REVIEWS} 条评论：模型判为正面的有 {EX3_PREDICTED_POSITIVE} 条，"
+                   f"其中 {EX3_CORRECT_POSITIVE} 条确实是正面；数据里正面评论一共 {EX3_ACTUAL_POSITIVE} 条。"
+                   "正类（正面）的 F1 是多少？保留 3 位小数（误差 5e-4 以内算对）。")
 def ex3(answer) -> bool:
-    """F1 of the positive class with TP=40, FP=10, FN=20."""
-    return check_number(answer, _f1(), rel=0.0, abs_=5e-4, name="ch04.ex3",
-                        hint="先算精确率 P = TP/(TP+FP) 和召回率 R = TP/(TP+FN)，F1 = 2PR/(P+R)。")
+    """An evaluation of 200 reviews: 50 predicted positive, 40 of them right; 60 positive in
+    the data. The F1 of the positive class?"""
+    tp, fp, fn, tn = _ex3_counts()
+    precision, recall = tp / (tp + fp), tp / (tp + fn)
+    hint = recognised(answer, [
+        ("这是精确率（判为正面的里有多少真是正面）：F1 还要用到召回率（第 3 节）。", precision),
+        ("这是召回率（真正面的里有多少被找出来）：F1 还要用到精确率（第 3 节）。", recall),
+        ("这是准确率：正类 F1 只看正类的精确率和召回率（第 3 节）。", (tp + tn) / EX3_REVIEWS),
+        ("这是精确率和召回率的算术平均：F1 是另一种平均（第 3 节的定义）。", (precision + recall) / 2),
+    ], "先从题目的计数得出 TP、FP、FN，再回到第 3 节正类 F1 的定义。答案保留 3 位小数。", rel=5e-4)
+    return check_number(answer, _f1(), rel=0.0, abs_=5e-4, name="ch04.ex3", hint=hint)
 
 
 SCORES = (0.60, 0.65, 0.64, 0.66, 0.63, 0.62, 0.70)
 
 
-def _stopping_evaluation(scores, patience: int) -> int | None:
+def _stopping_evaluation(scores, patience: int, reset: bool = True) -> int | None:
+    """After which evaluation (1-based) EarlyStopping stops, None: never (``reset=False``:
+    the count of evaluations without progress is never reset, a learner's bug)."""
     best, waited = None, 0
     for i, s in enumerate(scores, start=1):
         if best is None or s > best:
-            best, waited = s, 0
+            best, waited = s, (0 if reset else waited)
         else:
             waited += 1
             if waited >= patience:
@@ -78,15 +138,19 @@ def _stopping_evaluation(scores, patience: int) -> int | None:
 def ex4(answer) -> bool:
     """Validation F1 after each epoch is SCORES; EarlyStopping('f1', patience=2): after
     which evaluation (1-based) does training stop?"""
+    hint = recognised(answer, [
+        ("计数在分数有进步之后没有清零：patience 数的是“连续”没有进步的次数。", _stopping_evaluation(SCORES, 2, reset=False)),
+        ("按规则，训练在看到最后一个分数之前就停了：计数一达到 patience 就停（第 4 节）。", len(SCORES)),
+        ("第一次没有进步时计数才是 1：patience=2 要连续两次没有进步。", _stopping_evaluation(SCORES, 1)),
+    ], "按第 4 节 EarlyStopping 的规则把 SCORES 逐个走一遍：每次评估后记下此前的最好值和"
+       "连续没有进步的次数。")
     return check_number(answer, _stopping_evaluation(SCORES, patience=2), integer=True,
-                        name="ch04.ex4",
-                        hint="只有比此前最好值更高才算进步；连续 patience 次没有进步就停。第 7 个分数"
-                             "还来得及看到吗？")
+                        name="ch04.ex4", hint=hint)
 
 
 # --------------------------------------------------------------------------- code
-HALVE_HINT = ("在 on_train_step_end 里读 run_context.original_args().optimizer.learning_rate（一个 "
-              "Parameter），用 ops.assign(lr, Tensor(当前值 * 0.5, ms.float32)) 写回。")
+HALVE_HINT = ("回到第 2 节：学习率是优化器里的一个 Parameter，哪种写法能让编译好的更新步骤读到新值？"
+              "减半发生在这一步用完之后，并且从当前的学习率出发。")
 
 
 def _dry_run(callback) -> None:
@@ -113,6 +177,10 @@ def _dry_run(callback) -> None:
           wrong=((_sol("wrong_halve_attribute"), "ops.assign"), (_sol("wrong_halve_at_begin"), "第一步"),
                  (_sol("wrong_halve_from_initial"), "只减半了一次")),
           targets=("course_lib.callbacks.AssignLR",),
+          # the API of section 2, shown there on purpose (NaiveLRSetter, AssignLR): how a
+          # callback reaches the optimizer's lr Parameter and writes a float32 Tensor into it
+          taught=("cb = run_context.original_args()", "lr = cb.optimizer.learning_rate",
+                  "ops.assign(lr, Tensor(", "ms.float32))"),
           question="**学习率减半回调。** 写 `HalveLR(Callback)`："
                    "每一步**结束后**把优化器的学习率减半（学习率是一个 `Parameter`，用 `ops.assign` 写回）"
                    "。"
@@ -146,7 +214,7 @@ def halve_lr(cls) -> bool:
             elif all(math.isclose(g, want[0], rel_tol=1e-4) for g in got):
                 bug = "学习率根本没有变：有没有用 ops.assign 写回 optimizer.learning_rate？"
             elif got[0] == want[0] and all(math.isclose(g, got[1], rel_tol=1e-4) for g in got[1:]):
-                bug = "只减半了一次：每步都要从当前的学习率（lr.asnumpy()）出发再减半，而不是从初值。"
+                bug = "只减半了一次：每一步都要从优化器里当前的学习率出发再减半，而不是从初值。"
             else:
                 bug = HALVE_HINT
             raise Mismatch(f"{where}的学习率是 {got}，应为 {want}。{bug}")
@@ -183,8 +251,8 @@ def _stop_epoch(make_callback, scores, patience):
     return None, len(calls)
 
 
-STOP_HINT = ("on_train_epoch_end 里调用一次 evaluate()；比此前最好值严格更高才算进步（计数清零），"
-             "否则计数 +1；计数达到 patience 时 run_context.request_stop()。")
+STOP_HINT = ("把上面这组分数按题目的规则逐个走一遍：每次评估后的最好值和连续没有进步的次数各是多少，"
+             "你的回调从哪一次开始和它不同？（第 4 节）")
 STOP_CASES = (((0.9, 0.8, 0.7, 0.6, 0.5), 2), (SCORES, 2), (SCORES, 1), ((0.5, 0.5, 0.5, 0.5), 2), ((0.1, 0.2, 0.3, 0.4, 0.5), 1),
               ((0.9, 0.8, 0.95, 0.94, 0.96, 0.93, 0.92, 0.91), 3))
 
@@ -222,7 +290,7 @@ def early_stopping(cls) -> bool:
             should = f"应在第 {want} 次评估后停止" if want else "应一直训练下去"
             bug = STOP_HINT
             if got and want and got == want + 1:
-                bug = "多等了一次：计数达到 patience（>=）就该停，不是超过它。"
+                bug = "多等了一次：计数一达到 patience 就该停，不是等它超过 patience。"
             elif patience == 2 and scores[0] == scores[1] and (got is None or got > 3):
                 bug = "分数持平被当成了进步：只有严格更高才算进步。"
             elif got and (want is None or got < want):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Mismatch, check_number, compare, exercise, hidden_rng, observe, run_code_check
+from .common import (as_number, BadAnswer, check_number, close, compare, exercise, hidden_rng,
+                     Mismatch, observe, recognised, run_code_check)
 
 
 def _solutions():
@@ -24,7 +25,9 @@ def _solutions():
           question="在第 3 节“练习 1（写代码）：RMSNorm”的脚手架里写 `MyRMSNorm(hidden_size, eps=1e-6)`："
                    "不减均值、没有偏置，只有一个形状 (hidden_size,)、初始为 1 的权重，"
                    "参数名必须是 `weight`（它就是 Hugging Face 检查点里的 `input_layernorm.weight`）；"
-                   "`construct` 对最后一维归一化。")
+                   "`construct` 对最后一维归一化。输入也可能是 float16：在 float32 里归一化，输出转回输入的 dtype。"
+                   "检查器复制权重，在 batch 1 和 3 的 float32 输入（容差 1e-4）和 float16 输入（容差 2e-2）上"
+                   "比较输出和梯度。")
 def rms_norm(cls) -> bool:
     """``cls(hidden_size, eps)`` must compute what ``layers.RMSNorm`` computes."""
     def body():
@@ -46,15 +49,18 @@ def rms_norm(cls) -> bool:
             _diagnose_rms(got, want, x, ref.weight.asnumpy(), shape)
         x16 = Tensor(rng.standard_normal((2, 3, hidden)).astype(np.float16))
         compare(mine(x16).astype(ms.float32), ref(x16).astype(ms.float32), "float16 输入的输出",
-                atol=2e-2, rtol=2e-2, bug="float16 下先转成 float32 再求均方根，最后转回输入的类型。")
+                atol=2e-2, rtol=2e-2, bug="float32 输入都对，float16 输入不对：题目要求在 float32 里归一化、"
+                                          "输出转回输入的 dtype（第 3 节开头）。")
         compare_grads(mine, ref, [Tensor(rng.standard_normal((2, 4, hidden)).astype(np.float32))])
-    return run_code_check("ch06.rms_norm", "y = x / sqrt(mean(x², 最后一维) + eps) * weight。", body)
+    return run_code_check("ch06.rms_norm", "对照第 3 节 RMSNorm 的公式逐项检查：在哪一维求均方根、"
+                          "eps 加在哪里、weight 乘在哪里。", body)
 
 
 def _diagnose_rms(got, want, x, weight, shape) -> None:
     observe(f"输入 {shape} 时的输出", got, want, atol=1e-4, rtol=1e-4)
     if got.shape != want.shape:
-        raise Mismatch(f"输入 {shape} 时输出形状是 {got.shape}，应为 {want.shape}：keep_dims=True 了吗？")
+        raise Mismatch(f"输入 {shape} 时输出形状是 {got.shape}，应为 {want.shape}："
+                       "RMSNorm 的输出与输入形状相同（求均方根时消掉的那一维要能和 x 对齐）。")
     if np.allclose(got, want, atol=1e-4, rtol=1e-4):
         return
     rms = lambda v, axis: np.sqrt((v * v).mean(axis, keepdims=True) + 1e-6)   # noqa: E731
@@ -63,13 +69,13 @@ def _diagnose_rms(got, want, x, weight, shape) -> None:
         "减去了均值：那是 LayerNorm，RMSNorm 不减均值（也没有偏置）。": weight * centred / rms(centred, -1),
         "没有乘 weight：归一化之后还要乘可学习的逐维权重。": x / rms(x, -1),
         "归一化的轴不对：均方根只在最后一维（特征）上求。": weight * x / rms(x, 1),
-        "eps 加在了根号外面：应为 rsqrt(mean(x²) + eps)。": weight * x / (np.sqrt((x * x).mean(-1, keepdims=True)) + 1e-6),
+        "eps 加在了根号外面：对照第 3 节的公式，eps 在哪里？": weight * x / (np.sqrt((x * x).mean(-1, keepdims=True)) + 1e-6),
     }
     for bug, value in probes.items():
         if np.allclose(got, value, atol=1e-4, rtol=1e-4):
             compare(got, want, f"输入 {shape} 时的输出", atol=1e-4, rtol=1e-4, bug=bug)
     compare(got, want, f"输入 {shape} 时的输出", atol=1e-4, rtol=1e-4,
-            bug="对照公式 x * rsqrt(mean(x*x, -1, keep_dims=True) + eps) * weight 逐项检查。")
+            bug="对照第 3 节的公式逐项检查（均方根、eps、weight）。")
 
 
 @exercise("code", "写 alibi_slopes(num_heads)：ALiBi 各头的斜率（含非 2 的幂的插值规则）",
@@ -94,19 +100,18 @@ def alibi_slopes(func) -> bool:
                 continue
             power = n & (n - 1) == 0
             if power and np.allclose(got, want / want[0], rtol=1e-6):
-                raise Mismatch(f"{n} 个头：第一个斜率是 {got[0]:g}，应为 2^(-8/{n}) = {want[0]:g}："
-                               "指数从 1 数起（m_h = 2^(-8(h+1)/n)，h 从 0 开始）。")
+                raise Mismatch(f"{n} 个头：第一个斜率是 {got[0]:g}，应为 {want[0]:g}，"
+                               "之后的每个斜率也都错开了一位：第 4 节的公式里，第一个头（h = 0）的指数是多少？")
             if not power and np.allclose(got, [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)], rtol=1e-6):
                 raise Mismatch(f"2 的幂的头数都对，但 {n} 个头（不是 2 的幂）时第 {_first_diff(got, want)} "
                                f"个斜率是 {got[_first_diff(got, want)]:.6g}，应为 {want[_first_diff(got, want)]:.6g}："
-                               "不是 2 的幂时不能直接套公式，要先取最近的 2 的幂 c 的 c 个斜率，"
-                               "再从 2c 个头的斜率里隔一个取一个补足。")
+                               "你把 n 直接代进了 2 的幂的公式；回到第 4 节，头数不是 2 的幂时的规则。")
             i = _first_diff(got, want)
             where = "前 c 个斜率" if i < 2 ** int(np.floor(np.log2(n))) else "补上的那几个斜率"
             raise Mismatch(f"{n} 个头时第 {i} 个斜率是 {got[i]:.6g}，应为 {want[i]:.6g}（{where}）。"
-                           + ("" if power else "从 2c 个头的斜率序列里隔一个取一个，要从下标 0 开始（0, 2, 4, ...）。"))
-    return run_code_check("ch06.alibi_slopes", "n 为 2 的幂：start = 2^(-8/n)，斜率 start^1 … start^n；"
-                          "否则取最近的 2 的幂 c，再从 2c 个头的斜率里隔一个取一个补足 n - c 个。", body)
+                           + ("" if power else "补上的斜率取自 2c 个头的序列，隔一个取一个：从哪一个开始？"
+                                               "（第 4 节；练习 3 后面那一格打印的指数可以对照。）"))
+    return run_code_check("ch06.alibi_slopes", "对照第 4 节的斜率规则：头数是 2 的幂、不是 2 的幂两种情形。", body)
 
 
 def _first_diff(got, want) -> int:
@@ -142,9 +147,8 @@ def attention_bias(func) -> bool:
             got = _as_array(func(t, s, None if m is None else m.copy(), None if sl is None else list(sl)))
             want = reference(t, s, m, sl).asnumpy()
             _compare_bias(got, want, what, t, s, m, sl, rng)
-    return run_code_check("ch06.attention_bias", "允许的位置加 0，未来的键和填充的键加一个很大的负数；"
-                          "ALiBi 再加 slope_h × (键位置 − 查询位置)，位置只数真实 token；"
-                          "有 KV cache 时 T 个查询是 S 个 token 里的最后 T 个。", body)
+    return run_code_check("ch06.attention_bias", "对照练习 4 上面列出的规则逐条检查：因果掩码、填充掩码、"
+                          "ALiBi 项，以及带 KV cache 和左填充时的两个细节。", body)
 
 
 def _as_array(value) -> np.ndarray:
@@ -183,29 +187,31 @@ def _compare_bias(got, want, what, t, s, mask, slopes, rng) -> None:
     if t < s and np.abs(p_got - p_want).max() > 1e-4:
         from ..layers import attention_bias as reference
         as_first = np.broadcast_to(reference(s, s, mask, slopes).asnumpy()[:, :, :t], got.shape)
-        if np.abs(_softmax(scores + as_first) - p_got).max() < 1e-4:
-            raise Mismatch(f"{what}：查询 i 被当成了第 i 个 token。带 KV cache 时（T={t} < S={s}）"
-                           "这 T 个查询是 S 个 token 里的最后 T 个：查询 i 是第 S−T+i 个 token，"
-                           "能看到键 0..S−T+i，ALiBi 距离也要从那里算。")
+        seen = (as_first > -1e3).any(-1)[..., None]     # rows where query i as token i sees a key
+        if np.abs((_softmax(scores + as_first) - p_got) * seen).max() < 1e-4:
+            raise Mismatch(f"{what}：你的偏置把查询 i 当成了第 i 个 token。带 KV cache 时（T={t} < S={s}）"
+                           "这 T 个查询是 S 个 token 里的哪几个？（练习 4 上面的第一个细节；"
+                           "它决定每个查询能看到哪些键，也决定 ALiBi 的距离。）")
     allowed = want > -1e3
     leak = np.where(~allowed & live[..., None], p_got, 0.0)
     if leak.max() > 1e-3:
         b, h, i, j = np.unravel_index(int(leak.argmax()), leak.shape)
         past = s - t
         if mask is not None and mask[b, j] == 0:
-            bug = "填充的键没有挡住：attention_mask 为 0 的位置要加很大的负数。"
+            bug = "这个键是填充（attention_mask 为 0），却没有挡住。"
         elif j <= i + past + 0 and j > i:
-            bug = ("带 KV cache 时（T < S）第 i 个查询是第 S−T+i 个 token，它能看到键 0..S−T+i："
-                   "因果掩码要错开 S − T 位。")
+            bug = ("带 KV cache 时（T < S）查询看到了它之后的键：这 T 个查询是 S 个 token 里的哪几个？"
+                   "（练习 4 上面的第一个细节）")
         else:
-            bug = "因果掩码缺失或方向反了：查询 i 不能看到它之后的键。"
+            bug = "这个键在查询之后：因果掩码缺失或方向反了。"
         raise Mismatch(f"{what}：batch {b} 头 {h} 的查询 {i} 在不该看到的键 {j} 上得到注意力权重 "
                        f"{p_got[b, h, i, j]:.2f}。{bug}")
     blocked = np.where(allowed & live[..., None], p_got < 1e-6, False) & (p_want > 1e-4)
     if blocked.any():
         b, h, i, j = np.argwhere(blocked)[0]
-        bug = ("带 KV cache 时查询 i 是第 S−T+i 个 token：它能看到键 0..S−T+i。"
-               if t < s else "允许的位置被挡住了：查询 i 可以看到键 0..i（包括自己）。")
+        bug = ("带 KV cache 时被挡住的这个键其实在查询之前：这 T 个查询是 S 个 token 里的哪几个？"
+               "（练习 4 上面的第一个细节）"
+               if t < s else "允许的位置被挡住了：查询能看到它自己和它之前的所有真实 token。")
         raise Mismatch(f"{what}：batch {b} 头 {h} 的查询 {i} 看不到键 {j}，但它应该看得到。{bug}")
     _compare_weights(p_got, p_want, live, what, scores, want, t, s, mask, slopes)
 
@@ -220,12 +226,12 @@ def _compare_weights(p_got, p_want, live, what, scores, want, t, s, mask, slopes
         else:
             flipped = _softmax(scores + _flip_alibi(want, slopes, mask, t, s))
             if np.abs(flipped - p_got).max() < 1e-4:
-                bug = "ALiBi 的符号反了：应加 slope × (键位置 − 查询位置) ≤ 0，越远惩罚越大。"
+                bug = "ALiBi 的符号反了：远处的键得到的权重反而更大（第 4 节开头：越远扣得越多）。"
             elif mask is not None:
-                bug = ("ALiBi 的距离要按真实 token 数：左填充的行里位置从第一个真实 token 数起"
-                       "（或检查斜率与头的对应关系）。")
+                bug = ("有左填充的批次里 ALiBi 项不对：距离按什么数？（练习 4 上面的第二个细节；"
+                       "也检查斜率与头的对应关系）")
             else:
-                bug = "ALiBi 项不对：第 h 个头加 slopes[h] × (j − i)。"
+                bug = "ALiBi 项与参考不同：检查每个头用的斜率，以及键与查询之间的距离（第 4 节开头）。"
         raise Mismatch(f"{what}：batch {b} 头 {h} 查询 {i} 对键 {j} 的注意力权重是 {p_got[b, h, i, j]:.4f}，"
                        f"应为 {p_want[b, h, i, j]:.4f}。{bug}")
 
@@ -241,14 +247,19 @@ def _flip_alibi(want, slopes, mask, t, s):
           solution=lambda: _solutions().DecoderLayer,
           wrong=((lambda: _solutions().wrong_layer_post_norm, "post-norm"),
                  (lambda: _solutions().wrong_layer_parallel, "并行"),
-                 (lambda: _solutions().wrong_layer_no_residual, "残差")),
+                 (lambda: _solutions().wrong_layer_no_residual, "残差"),
+                 (lambda: _solutions().wrong_layer_fixed_projection, "按 config")),
           targets=("course_lib.layers.DecoderLayer",),
+          taught=("def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):",),
           question="在第 3 节“练习 2（写代码）：用积木组装一个解码层”的脚手架里写 `MyDecoderLayer(config)`："
                    "用 `layers.Attention`、`layers.SwiGLU`、`layers.RMSNorm` 组装 pre-norm 解码层，"
                    "子 Cell 的属性名与 Hugging Face 的一样（`self_attn`、`mlp`、`input_layernorm`、"
                    "`post_attention_layernorm`）；"
                    "`construct(x, bias, cos=None, sin=None, cache=None, layer_idx=0)` 把位置信息（ALiBi 的 `bias` 或 RoPE 的 `cos/sin`）"
-                   "和 KV cache 原样交给 `self_attn`。")
+                   "和 KV cache 原样交给 `self_attn`。各子 Cell 的尺寸和选项从 `config` 取：注意力的投影随模型而变"
+                   "（Baichuan 是融合的 `W_pack`、没有偏置；InternLM 是分开的 q/k/v/o、带偏置，第 5 节末尾），"
+                   "`help(layers.Attention)` 列出它的参数。检查器在 Baichuan（ALiBi）和 InternLM（RoPE）两种配置上，"
+                   "用复制的随机权重比较参数名、输出和梯度。")
 def decoder_layer(cls) -> bool:
     """``cls(config)`` has DecoderLayer's parameter names and computes what it computes
     (ALiBi and RoPE configs; outputs and gradients with copied random weights)."""
@@ -261,7 +272,12 @@ def decoder_layer(cls) -> bool:
         for cfg in (baichuan.tiny(hidden_size=16, num_heads=4, intermediate_size=24, num_layers=1),
                     internlm.tiny(hidden_size=16, num_heads=2, intermediate_size=24, num_layers=1)):
             ref, mine = layers.DecoderLayer(cfg), cls(cfg)
-            same_parameters(mine, ref)
+            try:
+                same_parameters(mine, ref)
+            except Mismatch as m:
+                extra = ("注意力的投影和偏置要按 config 建（第 5 节末尾：Baichuan 与 InternLM 的区别）。"
+                         if "self_attn" in str(m) else "")
+                raise Mismatch(f"{cfg.name}（{cfg.position}）配置：{m}{extra}") from None
             randomize(ref, seed=7)
             copy_weights(ref, mine)
             for batch, length in ((1, 5), (3, 4)):
@@ -273,8 +289,8 @@ def decoder_layer(cls) -> bool:
             compare_grads(mine, ref, args, bug="输出对了但梯度不同：是不是在 construct 里用了 "
                                              "stop_gradient 或 asnumpy()？")
         _ = Tensor
-    return run_code_check("ch06.decoder_layer", "pre-norm：x = x + self_attn(input_layernorm(x), bias, cos, sin, "
-                          "cache, layer_idx)；return x + mlp(post_attention_layernorm(x))。", body)
+    return run_code_check("ch06.decoder_layer", "对照第 3 节 pre-norm 的两行公式：先归一化、再进子层、最后加残差；"
+                          "位置信息和 KV cache 要原样交给 self_attn。", body)
 
 
 def _layer_inputs(cfg, layers, mask, rng):
@@ -301,69 +317,169 @@ def _diagnose_layer(ref, args, got, want, what) -> None:
             n2(h_post + mlp(h_post)),
         "两个分支都读了层的输入 x（并行结构）：MLP 要读加过注意力残差之后的 x。":
             x + attn(n1(x), *rest) + mlp(n2(x)),
-        "MLP 外面少了残差：return x + mlp(post_attention_layernorm(x))。":
+        "MLP 子层的输出没有加回它的输入（少了残差）：对照第 3 节的第二行公式。":
             mlp(n2(x + attn(n1(x), *rest))),
-        "注意力外面少了残差：x = x + self_attn(...)。":
+        "注意力子层的输出没有加回它的输入（少了残差）：对照第 3 节的第一行公式。":
             (lambda h: h + mlp(n2(h)))(attn(n1(x), *rest)),
-        "两个 RMSNorm 用反了：注意力前用 input_layernorm，MLP 前用 post_attention_layernorm。":
+        "两个 RMSNorm 用反了：看它们的名字，哪一个在注意力之前？":
             (lambda h: h + mlp(n1(h)))(x + attn(n2(x), *rest)),
     }
     for bug, value in probes.items():
         if value.shape == got.shape and np.allclose(g, value.asnumpy(), atol=1e-4, rtol=1e-3):
             compare(g, w, f"{what}的输出", atol=1e-4, rtol=1e-3, bug=bug)
     compare(g, w, f"{what}的输出", atol=1e-4, rtol=1e-3,
-            bug="对照 pre-norm 的两行公式逐项检查；bias、cos、sin、cache、layer_idx 要原样传给 self_attn。")
+            bug="对照第 3 节 pre-norm 的两行公式逐项检查；bias、cos、sin、cache、layer_idx 要原样交给 self_attn。")
 
 
 # ====================================================================== number exercises
-@exercise("number", "24 个头的 ALiBi 斜率（长度 24 的列表）",
-          solution=lambda: __import__("course_lib.layers", fromlist=["x"]).alibi_slopes(24),
-          question="不运行代码，按第 4 节的规则手算 **24** 个头的 ALiBi 斜率（一个长度为 24 的列表，"
-                   "顺序与 `alibi_slopes` 相同；先写成 $2^{-x}$ 再换成小数，每个保留 4 位有效数字）。24 不是 2 的幂，"
-                   "第 4 节也没有打印它；这里检验你能不能不靠代码走完一遍插值规则，"
-                   "算完可以用你的 `my_alibi_slopes(24)` 核对。")
-def ex1(answer) -> bool:
-    """The 24 ALiBi slopes of a 24-head model (Baichuan's _get_interleave rule; 24 is not a
-    power of two, and the notebook prints the slopes of 8, 20 and 40 heads only)."""
+ALIBI_HEADS = 112                    # BLOOM-176B: ALiBi with 112 heads
+ALIBI_ASKED = (0, 63, 64, 111)       # the heads asked for (0-based)
+
+
+def _asked_slopes(slopes) -> list:
+    return [float(slopes[h]) for h in ALIBI_ASKED]
+
+
+def _bloom_slopes() -> list:
     from ..layers import alibi_slopes
-    return check_number(answer, alibi_slopes(24), name="ch06.ex1", rel=1e-3,
-                        hint="24 不是 2 的幂：先取最近的 2 的幂 16 个头的 16 个斜率（等比数列，"
-                             "公比 2^(-8/16)），再从 32 个头的斜率序列里隔一个取一个（下标 0, 2, 4, …），"
-                             "补足 8 个；顺序是先 16 个、后 8 个。")
+    return _asked_slopes(alibi_slopes(ALIBI_HEADS))
 
 
-def _layer_params() -> int:
-    from ..internlm import internlm_7b
-    shapes = internlm_7b().parameter_shapes()
-    return sum(int(np.prod(s)) for n, s in shapes.items() if n.startswith("model.layers.0."))
+@exercise("number", "112 个头（BLOOM-176B）的 ALiBi：第 0、63、64、111 个头的斜率", solution=_bloom_slopes,
+          question="BLOOM-176B 也用 ALiBi，它有 **112** 个头（不是 2 的幂）。不运行代码，按第 4 节的规则手算"
+                   "第 0、63、64、111 个头（从 0 数，顺序与 `alibi_slopes` 相同）的斜率，给出 4 个数的列表 "
+                   "`[m_0, m_63, m_64, m_111]`：先写成 $2^{-x}$ 再换成小数，每个保留 4 位有效数字"
+                   "（相对误差 1e-3 以内算对）。算完可以用你的 `my_alibi_slopes(112)` 核对。")
+def ex1(answer) -> bool:
+    """Slopes of heads 0, 63, 64 and 111 of a 112-head ALiBi model (BLOOM-176B; 112 is not a
+    power of two, and its closest power of two, 64, is used by no row the notebook prints)."""
+    from ..layers import alibi_slopes
+    from ..solutions.ch06 import wrong_alibi_even_powers, wrong_alibi_from_zero, wrong_alibi_naive
+    n = ALIBI_HEADS
+    hint = recognised(answer, (
+        ("你把 112 直接代进了 2 的幂的公式：112 不是 2 的幂（第 4 节的规则分两种情形）。",
+         _asked_slopes(wrong_alibi_naive(n))),
+        ("第 64、111 个头取错了位置：补上的斜率取自 2c 个头的序列、隔一个取一个，从哪一个开始？（第 4 节）",
+         _asked_slopes(wrong_alibi_even_powers(n))),
+        ("每个斜率都错开了一位：第 4 节的公式里，第一个头（h = 0）的指数是多少？",
+         _asked_slopes(wrong_alibi_from_zero(n))),
+        ("c 取大了：c 是小于头数的那个最近的 2 的幂，前 c 个头用 c 个头的公式（第 4 节）。",
+         _asked_slopes(alibi_slopes(128))),
+    ), "", rel=1e-3)
+    if not hint:
+        want = _bloom_slopes()
+        try:
+            got = [float(v) for v in answer]
+        except (TypeError, ValueError):
+            got = []
+        if len(got) == len(want) and all(np.isfinite(got)):
+            ok = [close(g, w, 1e-3) for g, w in zip(got, want)]
+            if ok[:2] == [True, True] and not all(ok[2:]):
+                hint = ("前 c 个头（第 0、63 个）对了，插值补上的（第 64、111 个）不对："
+                        "回到第 4 节，补上的斜率取自哪个序列、取哪几个。")
+            elif ok[2:] == [True, True] and not all(ok[:2]):
+                hint = "插值补上的两个对了，前 c 个头（第 0、63 个）不对：c 是多少？那 c 个斜率怎么算？（第 4 节）"
+        hint = hint or ("按第 4 节走一遍：112 不是 2 的幂，先确定 c，再分别算前 c 个头和补上的头；"
+                        "每个斜率先写成 2 的负 x 次方。")
+    return check_number(answer, _bloom_slopes(), name="ch06.ex1", rel=1e-3, hint=hint)
 
 
-@exercise("number", "InternLM-7B 一个解码层的参数量（q/k/v/o 投影都带偏置）", solution=_layer_params,
-          question="InternLM-7B 的解码层没有 `W_pack`，而是四个分开的投影 `q_proj/k_proj/v_proj/o_proj`，"
-                   "**每个都带偏置**（第 5 节末尾）；MLP 和两个 RMSNorm 与 Baichuan 的一样。"
-                   "用 `internlm.internlm_7b()` 查出它的 hidden 和 FFN 尺寸，手算**一个**解码层有多少参数，"
-                   "给出整数。第 6 节的表只有 Baichuan 的逐层数字，没有这一行。")
-def ex2(answer) -> bool:
-    """Parameters of ONE InternLM-7B decoder layer: q/k/v/o projections WITH biases, SwiGLU MLP
-    and two RMSNorms (notebook 06 prints Baichuan's per-layer parts, not this layer)."""
-    return check_number(answer, _layer_params(), name="ch06.ex2", integer=True, rel=0,
-                        hint="q_proj/k_proj/v_proj/o_proj 各是 h×h 的权重加长度 h 的偏置，gate/up/down "
-                             "三个 h×f 矩阵（没有偏置），两个 RMSNorm 各 h 个；h、f 用 "
-                             "internlm.internlm_7b() 的 hidden_size 和 intermediate_size。")
+def _tables_and_layers(config) -> tuple:
+    """(parameters of embed_tokens + lm_head, parameters of all decoder layers): the shape walk."""
+    shapes = config.parameter_shapes()
+    size = lambda keep: sum(int(np.prod(s)) for n, s in shapes.items() if keep(n))   # noqa: E731
+    return (size(lambda n: n in ("model.embed_tokens.weight", "lm_head.weight")),
+            size(lambda n: n.startswith("model.layers.")))
 
 
-def _int8_gib() -> float:
+def _internlm_extra() -> list:
+    """How many parameters InternLM-7B has more than Baichuan-7B: [in the two vocabulary
+    tables, in all decoder layers together]."""
     from ..baichuan import baichuan_7b
-    from ..memory import GiB, weight_bytes
-    return weight_bytes(baichuan_7b(), "int8") / GiB
+    from ..internlm import internlm_7b
+    return [i - b for i, b in zip(_tables_and_layers(internlm_7b()), _tables_and_layers(baichuan_7b()))]
 
 
-@exercise("number", "Baichuan-7B 的权重用 int8 存放时占多少 GiB", solution=_int8_gib,
-          question="Baichuan-**7B** 的权重以 int8 存储要多少 GiB？")
+@exercise("number", "InternLM-7B 比 Baichuan-7B 多出的参数：词嵌入与 lm_head 里、所有解码层里",
+          solution=_internlm_extra,
+          question="InternLM-7B（`internlm.internlm_7b()`）比 Baichuan-7B 的参数多。它的注意力没有 `W_pack`，"
+                   "而是四个分开的投影 `q_proj/k_proj/v_proj/o_proj`，**每个都带偏置**（第 5 节末尾）。"
+                   "查出 InternLM-7B 的尺寸，按第 6 节的公式和 Baichuan-7B 逐项比较，给出两个整数的列表 "
+                   "`[词嵌入和 lm_head 两张表一共多出的参数, 全部解码层一共多出的参数]`（精确到个位；"
+                   "哪一部分没有多出就写 0）。")
+def ex2(answer) -> bool:
+    """InternLM-7B minus Baichuan-7B parameters: [embedding + lm_head, all decoder layers]
+    (the vocabulary differs; q/k/v/o carry biases)."""
+    from ..internlm import internlm_7b
+    tables, layers_extra = _internlm_extra()
+    cfg = internlm_7b()
+    per_layer = layers_extra // cfg.num_layers
+    hint = "按第 6 节的公式逐项比较两个模型：先查清 InternLM-7B 的每个尺寸（不要假定与 Baichuan-7B 相同），再看哪些项不同。"
+    try:
+        got = [int(v) for v in answer] if not isinstance(answer, (str, bytes)) else []
+    except (TypeError, ValueError, OverflowError):
+        got = []
+    if len(got) == 2:
+        if got[0] == 0:
+            hint = "词嵌入和 lm_head 这两项也不同：两个模型的词表一样大吗？（`internlm.internlm_7b()` 的 vocab_size）"
+        elif got[0] == tables // 2:
+            hint = "只算了一张表：词嵌入和 lm_head 不共享，两张表都随词表变（第 6 节的公式）。"
+        elif got[1] == 0:
+            hint = "解码层里也多出了参数：第 5 节末尾说 InternLM 的四个投影还带什么？"
+        elif got[1] == per_layer:
+            hint = "这是一个解码层多出的参数：题目问全部解码层一共多出多少。"
+        elif got[1] == layers_extra * 3 // 4:
+            hint = "只算了 q/k/v 的偏置：o_proj 也带偏置（第 5 节末尾）。"
+        elif got[1] != layers_extra and got[0] == tables:
+            hint = ("词表那一项对了；解码层那一项不对：把一个 InternLM 解码层和一个 Baichuan 解码层"
+                    "按第 6 节公式的每一项逐项比较，再乘以层数。")
+    return check_number(answer, _internlm_extra(), name="ch06.ex2", integer=True, rel=0, hint=hint)
+
+
+KV_DEVICE_GIB = 24
+
+
+def _kv_tokens() -> int:
+    """Tokens of float16 KV cache that fit on a 24 GiB device next to Baichuan-13B's int8
+    weights (memory.weight_bytes / memory.kv_cache_bytes, nothing else counted)."""
+    from ..baichuan import baichuan_13b
+    from ..memory import GiB, kv_cache_bytes, weight_bytes
+    cfg = baichuan_13b()
+    return int((KV_DEVICE_GIB * GiB - weight_bytes(cfg, "int8")) // kv_cache_bytes(cfg, 1, 1, "fp16"))
+
+
+@exercise("number", "24 GiB 的卡、int8 权重的 Baichuan-13B：剩下的显存能装多少个 token 的 float16 KV cache",
+          solution=_kv_tokens,
+          question="用一张 24 GiB 的卡部署 Baichuan-13B 做推理：权重以 int8 存放（每个参数 1 字节，"
+                   "忽略量化的缩放系数），KV cache 用 float16。放下权重之后，剩下的显存最多能装下多少个 token 的 "
+                   "KV cache（所有请求合计；不计激活和框架的开销）？给出整数（向下取整；相对误差 0.1% 以内算对）。")
 def ex3(answer) -> bool:
-    """Memory (GiB, 2**30 bytes) of Baichuan-7B's weights in int8."""
-    return check_number(answer, _int8_gib(), name="ch06.ex3", rel=5e-3,
-                        hint="int8 每个参数 1 字节；参数量（第 6 节数到个位）/ 2**30（GiB 不是 10**9 字节）。")
+    """Tokens of float16 KV cache that fit on a 24 GiB device beside Baichuan-13B's int8 weights."""
+    from ..baichuan import baichuan_13b
+    from ..memory import GiB, kv_cache_bytes, weight_bytes
+    cfg = baichuan_13b()
+    free = KV_DEVICE_GIB * GiB - weight_bytes(cfg, "int8")
+    per_token = kv_cache_bytes(cfg, 1, 1, "fp16")
+    hint = recognised(answer, (
+        ("是正确值的一半：每个 token 每层存几样东西、每个数几字节？（第 7 节 KV cache 那一行的公式）",
+         free / per_token / 2),
+        ("是正确值的两倍：每个 token 每层要存 K 和 V 两份（第 7 节）。", free / per_token * 2),
+        ("只算了一层的 KV cache：每一层都要存自己的 K、V（第 7 节的公式里有 L）。", free / per_token * cfg.num_layers),
+        ("24 GiB 按 10^9 字节算了：GiB 是 2^30 字节（第 7 节开头）。",
+         (KV_DEVICE_GIB * 10 ** 9 - weight_bytes(cfg, "int8")) / per_token),
+        ("这是整张卡都给 KV cache 的结果：先要放下 int8 的权重。", KV_DEVICE_GIB * GiB / per_token),
+    ), "分两步：int8 权重占多少字节（参数量见第 6 节），每个 token 的 float16 KV cache 占多少字节（第 7 节）；"
+       "GiB 是 2^30 字节。", rel=1e-3)
+    if _negative(answer):
+        hint = "剩下的显存是负的：权重要按 int8（每个参数 1 字节）算，不是 16 位。"
+    return check_number(answer, _kv_tokens(), name="ch06.ex3", integer=True, rel=1e-3, hint=hint)
+
+
+def _negative(answer) -> bool:
+    try:
+        return float(answer) < 0
+    except (TypeError, ValueError):
+        return False
 
 
 def _devices() -> int:
@@ -378,8 +494,16 @@ def _devices() -> int:
 def ex4(answer) -> bool:
     """Fewest 16 GiB devices to train Baichuan-13B (seq 4096, micro-batch 1) with tensor
     parallel 8, ZeRO-1 and full recomputation."""
-    return check_number(answer, _devices(), name="ch06.ex4", integer=True, rel=0,
-                        hint="每张卡 = tp 切开的 16 位权重和梯度（4N/8 字节）+ 被 tp 和 dp 一起切开的 "
-                             "float32 主权重与 Adam 状态（12N/(8·dp)，ZeRO-1）+ 重计算后剩下的激活。"
-                             "dp 从 1 往上试（memory.plan(cfg, 16, Layout(dp=d, tp=8, zero=1, "
-                             "recompute=True, seq_len=4096)) 的 .fits），第一个放得下的 dp 乘以 tp 就是卡数。")
+    hint = "回到第 7 节的逐项账本：每张卡上哪些项随 dp 变小、哪些不变；再找让每张卡放进 16 GiB 的最小 dp。"
+    try:
+        got = as_number(answer, integer=True)
+    except BadAnswer:
+        got = None
+    if got is not None and got > 0 and got % 8:
+        hint = "tp=8 时卡数是 dp × tp，一定是 8 的倍数。" + hint
+    elif got == 8:
+        hint = ("8 张卡就是 dp=1：第 7 节的表里 tp=8 + 重计算每张卡要多少 GiB？ZeRO-1 在 dp=1 时什么也切不了。"
+                "再看 dp 增大时哪些项变小。")
+    elif got == 16:
+        hint = "dp=2 时每张卡放得下 16 GiB 吗？把随 dp 变小的那几项按 dp=2 重新算一遍，和 16 比一比。"
+    return check_number(answer, _devices(), name="ch06.ex4", integer=True, rel=0, hint=hint)

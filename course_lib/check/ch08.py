@@ -17,13 +17,19 @@ def _solutions():
 # ====================================================================== code exercises
 @exercise("code", "写 LoRADense.construct：y = W x + b + B(A x)·alpha/r",
           solution=lambda: _solutions().MyLoRADense,
-          wrong=((lambda: _solutions().wrong_lora_no_scaling, "alpha / r"),
-                 (lambda: _solutions().wrong_lora_alpha_only, "乘的是 alpha"),
-                 (lambda: _solutions().wrong_lora_no_base, "基座")),
+          wrong=((lambda: _solutions().wrong_lora_no_scaling, "没有缩放"),
+                 (lambda: _solutions().wrong_lora_alpha_only, "用成了 alpha"),
+                 (lambda: _solutions().wrong_lora_no_base, "基座"),
+                 (lambda: _solutions().wrong_lora_super_twice, "加了两次")),
           targets=("course_lib.lora.LoRADense.construct",),
-          question="在第 4 节“LoRA 从零开始”的脚手架里写 `MyLoRADense`（继承 `lora.LoRADense`）"
+          question="在第 4 节“练习 1（写代码）：`LoRADense` 的前向”的脚手架里写 `MyLoRADense`（继承 `lora.LoRADense`）"
                    "的 `construct(x)`："
-                   "基座 `nn.Dense` 的输出 $Wx + b$ 加上旁路 $\\frac{\\alpha}{r} B A x$（缩放系数是 `self.scaling`）。")
+                   "基座 `nn.Dense` 的输出 $Wx + b$ 加上旁路 $\\frac{\\alpha}{r} B A x$。可用的属性："
+                   "`self.weight`（形状 (out, in)）、`self.bias`、`self.lora_A`（(r, in)）、`self.lora_B`（(out, r)）、"
+                   "`self.scaling`（$\\alpha / r$）；父类 `LoRADense` 自己的 `construct` 已经带着旁路。"
+                   "`x` 的形状是 (..., in)，返回 (..., out)。检查函数在两种层尺寸、几种输入形状上，"
+                   "用隐藏的随机权重（$B \\neq 0$）比较输出（误差 1e-4 以内）和 `lora_A`、`lora_B` 的梯度，"
+                   "并要求只有 `lora_A`、`lora_B` 可训练。")
 def lora_forward(cls) -> bool:
     """``cls(base_dense, r, alpha)`` computes what ``lora.LoRADense`` computes, with the same
     parameters, outputs and gradients (random A and non-zero B: a zero B hides every bug)."""
@@ -46,15 +52,15 @@ def lora_forward(cls) -> bool:
                 x = Tensor(rng.standard_normal(shape).astype(np.float32))
                 _diagnose_lora(ref, mine(x), ref(x), x, f"r={r}、alpha={alpha:g}、输入 {shape}")
             compare_grads(mine, ref, [Tensor(rng.standard_normal((2, 3, n_in)).astype(np.float32))],
-                          bug="输出对了但 lora_A/lora_B 的梯度不对：是不是用 asnumpy() 或 "
-                              "stop_gradient 截断了旁路？")
+                          bug="输出对了但 lora_A/lora_B 的梯度不对：旁路在计算图里被截断了"
+                              "（例如转成了 NumPy 再转回来）。")
             trainable = sorted(p.name.rpartition(".")[2] for p in mine.trainable_params())
             observe(f"r={r}、alpha={alpha:g}：可训练的参数", trainable, ["lora_A", "lora_B"])
             if trainable != ["lora_A", "lora_B"]:
                 raise Mismatch(f"可训练的参数是 {trainable}，应只有 ['lora_A', 'lora_B']：基座的 "
                                "weight/bias 要冻结。")
-    return run_code_check("ch08.lora_forward", "基座输出 nn.Dense.construct(self, x)（W x + b），"
-                          "加上 ops.dense(ops.dense(x, lora_A), lora_B) * self.scaling（scaling = alpha / r）。",
+    return run_code_check("ch08.lora_forward", "检查 construct 用到的属性名和形状：weight (out, in)、bias、"
+                          "lora_A (r, in)、lora_B (out, r)、scaling（第 4 节练习 1 上面的说明）。",
                           body)
 
 
@@ -68,23 +74,23 @@ def _diagnose_lora(ref, got, want, x, what) -> None:
     base = Dense.construct(ref, x).asnumpy()
     detour = ops.dense(ops.dense(x, ref.lora_A), ref.lora_B).asnumpy()
     probes = {
-        "缺了缩放 alpha / r：旁路的输出要乘 self.scaling。": base + detour,
-        "乘的是 alpha，应为 alpha / r（self.scaling）。": base + detour * ref.alpha,
-        "缩放倒过来了：是 alpha / r，不是 r / alpha。": base + detour * ref.r / ref.alpha,
-        "只有旁路、丢了基座：先算冻结的基座层 W x + b（nn.Dense.construct(self, x)），再加旁路。":
-            detour * ref.scaling,
-        "旁路加了两次：在 LoRADense 的子类里 super().construct(x) 是库里已经带旁路的版本，"
-        "基座要用 nn.Dense.construct(self, x)。": base + 2 * detour * ref.scaling,
+        "你的输出等于没有缩放的 W x + b + B A x：回到第 4 节的公式，看旁路前面的系数。": base + detour,
+        "旁路的系数用成了 alpha：第 4 节的缩放系数里还有 r。": base + detour * ref.alpha,
+        "缩放倒过来了：你的旁路乘的是 r / alpha。": base + detour * ref.r / ref.alpha,
+        "输出里只有旁路：冻结的基座那一项 W x + b 没有加上（第 4 节的公式有两项）。": detour * ref.scaling,
+        "旁路加了两次：在 LoRADense 的子类里，super().construct(x) 是库里已经带着旁路的版本；"
+        "基座那一项只能是冻结的 W x + b。": base + 2 * detour * ref.scaling,
         "旁路没有加上去（B = 0 时看不出来，检查时 B 是随机的）。": base,
     }
     if g.shape != w.shape:
         raise Mismatch(f"{what}：输出形状 {g.shape}，应为 {w.shape}。A 的形状是 (r, in)、B 是 (out, r)："
-                       "ops.dense(x, A) 得到 (..., r)，再 ops.dense(·, B) 得到 (..., out)。")
+                       "旁路先从 in 维降到 r 维，再升到 out 维；看一看你的两次矩阵乘各用了哪一维"
+                       "（nn.Dense 的权重按 (out, in) 存放）。")
     for bug, value in probes.items():
         if np.allclose(g, value, atol=1e-4, rtol=1e-4):
             compare(g, w, f"{what}的输出", atol=1e-4, rtol=1e-4, bug=bug)
     compare(g, w, f"{what}的输出", atol=1e-4, rtol=1e-4,
-            bug="y = W x + b + (B A x) · alpha / r，逐项检查。")
+            bug="和第 4 节的公式逐项对照：基座、旁路、缩放各检查一遍。")
 
 
 @exercise("code", "写 replace_layer(model, name, new)：按带点的名字替换子 Cell（seed 的 setattr 错在哪）",
@@ -97,7 +103,9 @@ def _diagnose_lora(ref, got, want, x, what) -> None:
                    "把带点的完整名字（如 `model.layers.0.self_attn.q_proj`）"
                    "所指的层换成 `new`——一行 `setattr` 行不通：这一层挂在它的**父 Cell** 上，"
                    "中间的 `nn.CellList` 要用下标取；挂上去之后参数名也不能和别的层重名。"
-                   "检查函数与 `inject_lora` 的结果比较 Cell 树、参数名和输出。")
+                   "函数原地修改 `model`，不需要返回值。"
+                   "检查函数在一个 2 层的小 InternLM 上替换两个不同位置的层（`model.layers.1.self_attn.v_proj`、"
+                   "`model.layers.0.mlp.down_proj`），与 `inject_lora` 的结果比较 Cell 树、参数名和输出。")
 def replace_layer(func) -> bool:
     """After ``func(model, name, LoRADense(old, ...))`` the model must equal one adapted by
     ``lora.inject_lora`` on that layer: same Cell tree, same (full, unique) parameter names,
@@ -105,8 +113,8 @@ def replace_layer(func) -> bool:
     def body():
         for name in ("model.layers.1.self_attn.v_proj", "model.layers.0.mlp.down_proj"):
             _check_replacement(func, name)
-    return run_code_check("ch08.replace_layer", "按 '.' 切开名字，从 model 一段一段走到父 Cell（CellList 用下标），"
-                          "在父 Cell 上 setattr(最后一段, new)，再把 new 的参数改回完整名字。", body)
+    return run_code_check("ch08.replace_layer", "回到第 5 节练习 2 上面的说明：带点的名字、父 Cell、"
+                          "nn.CellList 的下标、挂上去之后的参数名，这几处各检查一遍。", body)
 
 
 def _check_replacement(func, name) -> None:
@@ -135,9 +143,9 @@ def _check_replacement(func, name) -> None:
     except Exception as err:                          # noqa: BLE001 - observed, then reported
         observe(f"{name}：替换后模型的子 Cell", None, ref_cells)
         if isinstance(err, KeyError) and "." in str(err) and "can not contain" in str(err):
-            raise Mismatch(f"setattr(model, {name!r}, new) 报 KeyError：带点的名字不是一个属性名，"
-                           "MindSpore 的子 Cell 名不能含 '.'。这一层挂在它的父 Cell（…self_attn）上："
-                           "按 '.' 切开，一段一段 getattr 走到父 Cell 再 setattr。") from None
+            raise Mismatch(f"替换 {name!r} 时报 KeyError（{(err.args or [''])[0]}）：带点的名字不是一个属性名，"
+                           "MindSpore 的子 Cell 名不能含 '.'。这一层挂在哪个 Cell 上？"
+                           "回看第 5 节练习 2 上面的说明。") from None
         raise
     cells = dict(mine.cells_and_names())
     observe(f"{name}：替换后模型的子 Cell", sorted(cells), ref_cells)
@@ -145,7 +153,7 @@ def _check_replacement(func, name) -> None:
     extra = sorted(set(cells) - set(ref_cells))
     if extra:
         raise Mismatch(f"模型里多出了子 Cell {extra[:3]}：新层挂到了根 Cell 上（或别的地方），"
-                       f"{name!r} 处仍是原来的层。要在它的父 Cell 上替换。")
+                       f"{name!r} 处仍是原来的层。这一层挂在它的父 Cell 上（第 5 节练习 2 上面的说明）。")
     if cells.get(name) is not new:
         raise Mismatch(f"{name!r} 处不是你传进去的新层（是 {type(cells.get(name)).__name__}）。")
     names = [p.name for p in mine.get_parameters()]
@@ -154,8 +162,8 @@ def _check_replacement(func, name) -> None:
     if sorted(names) != want:
         short = sorted(set(names) - set(want))
         raise Mismatch(f"参数名不对：出现了 {short[:3]}，应为 {name}.weight、{name}.lora_A 这样的完整名字。"
-                       "在父 Cell 上 setattr 时 MindSpore 按父 Cell 重新给参数命名；"
-                       "不同层的参数会重名，优化器和检查点都靠名字区分参数——把它们改回完整名字。")
+                       "把新层挂到父 Cell 上时，MindSpore 按父 Cell 重新给它的参数命名；"
+                       "不同层的参数因此会重名，而优化器和检查点都靠名字区分参数（第 5 节练习 2 上面的说明）。")
     ids = Tensor(hidden_rng(2).integers(0, cfg.vocab_size, (2, 6)).astype(np.int32))
     compare(mine(ids), ref(ids), "替换后模型的 logits", atol=1e-5)
 
@@ -167,41 +175,57 @@ def _lora_params(config, r: int, projections: int) -> int:
     return config.num_layers * projections * r * (h + h)
 
 
+def _all_seven(config, r: int) -> int:
+    """LoRA r on every linear layer of every block: r·(in + out) for q, k, v, o (hidden ->
+    hidden), gate, up (hidden -> FFN) and down (FFN -> hidden)."""
+    h, f = config.hidden_size, config.intermediate_size
+    return config.num_layers * r * (4 * (h + h) + 2 * (h + f) + (f + h))
+
+
 def _ex1() -> int:
-    from ..internlm import tiny
-    c = tiny()
-    h, f = c.hidden_size, c.intermediate_size
-    per_layer = 4 * (h + h) + 2 * (h + f) + (f + h)       # q, k, v, o; gate, up; down
-    return c.num_layers * 3 * per_layer                   # r=3: a rank the chapter's sweep skips
+    from ..internlm import internlm_7b
+    return _all_seven(internlm_7b(), r=8)
 
 
-@exercise("number", "InternLM-tiny 上 r=3 的 LoRA 适配每层全部 7 个线性层，新增多少可训练参数", solution=_ex1,
-          question="LoRA（r=3）适配 InternLM-tiny 每层**全部 7 个**线性层（`q_proj`、`k_proj`、`v_proj`、"
-                   "`o_proj`、`gate_proj`、`up_proj`、`down_proj`），一共新增多少可训练参数？"
-                   "（第 8 节的扫描没有 r=3 这一行：用它打印的几个 r 核对你的公式。）")
+@exercise("number", "InternLM-7B 预设上 r=8 的 LoRA 适配每层全部 7 个线性层，新增多少可训练参数", solution=_ex1,
+          question="InternLM-7B 预设（`internlm_7b()`）上，LoRA（r=8）适配每层**全部 7 个**线性层"
+                   "（`q_proj`、`k_proj`、`v_proj`、`o_proj`、`gate_proj`、`up_proj`、`down_proj`），"
+                   "一共新增多少可训练参数？（整数，要完全相等；各层的形状从 `internlm_7b()` 的配置读出）")
 def ex1(answer) -> bool:
-    """How many trainable parameters does LoRA r=3 on all seven linear layers of every block
-    (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj) add to InternLM-tiny?"""
+    """How many trainable parameters does LoRA r=8 on all seven linear layers of every block
+    (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj) add to the InternLM-7B preset?"""
     return check_number(answer, _ex1(), name="ch08.ex1", integer=True, rel=0,
-                        hint="每个被适配的 Dense(in, out) 增加 r·(in + out) 个参数（这里 r=3）；注意力的 4 个投影是 "
-                             "hidden→hidden，gate/up 是 hidden→FFN，down 是 FFN→hidden；再乘层数。")
+                        hint="先在 InternLM-tiny 上核对你的算法：第 5 节 inject_lora 的报告列出了每个被适配层的形状"
+                             "和新增的参数。7B 预设的 7 个线性层并不都是同一个形状（看 internlm_7b() 的配置）；"
+                             "第 9 节打印的 q_proj、v_proj（r=8）那个数可以核对注意力的部分。")
+
+
+def _with_vocab(vocab_size: int) -> float:
+    """Trainable share, in percent, of LoRA r=8 on all seven linear layers of InternLM-tiny
+    with another vocabulary (total = base + adapters, as parameter_counts reports it)."""
+    from ..internlm import tiny
+    cfg = tiny(vocab_size=vocab_size)
+    added = _all_seven(cfg, r=8)
+    return 100 * added / (cfg.num_parameters() + added)
 
 
 def _ex2() -> float:
     from ..internlm import internlm_7b
-    cfg = internlm_7b()
-    return 100 * _lora_params(cfg, r=16, projections=4) / cfg.num_parameters()
+    return _with_vocab(internlm_7b().vocab_size)
 
 
-@exercise("number", "InternLM-7B 上 r=16 适配 q/k/v/o 四个投影：可训练参数占基座的百分之几", solution=_ex2,
-          question="InternLM-7B 预设上，r=16 适配 `q_proj`、`k_proj`、`v_proj`、`o_proj` 时，"
-                   "可训练参数占基座参数的百分之几？（保留 3 位有效数字，例如 0.123 表示 0.123%）")
+@exercise("number", "InternLM-tiny 换成 7B 的词表后，r=8、7 个线性层的 LoRA 可训练参数占总参数的百分之几",
+          solution=_ex2,
+          question="第 5 节：InternLM-tiny 上 r=8 适配全部 7 个线性层，可训练参数占总参数（含适配器，和报告里的 "
+                   "`total` 一样）的 1.583%。如果把 InternLM-tiny 的词表换成 InternLM-7B 的 103,168 个词"
+                   "（`internlm_7b().vocab_size`；hidden、层数、FFN 都不变，词嵌入和输出层仍是两份独立的权重），"
+                   "这个百分比是多少？（写百分数的数值，例如 0.123 表示 0.123%；保留 3 位有效数字）")
 def ex2(answer) -> bool:
-    """Trainable fraction, in percent, of LoRA r=16 on q_proj, k_proj, v_proj and o_proj at the
-    InternLM-7B preset's shapes (adapter parameters / base parameters × 100)."""
+    """Trainable share, in percent (adapters / all parameters incl. adapters × 100), of LoRA r=8
+    on all seven linear layers of InternLM-tiny with InternLM-7B's vocabulary of 103,168."""
     return check_number(answer, _ex2(), name="ch08.ex2", rel=3e-3,
-                        hint="分子：层数 × 4 个投影 × r × (in + out)，in = out = hidden；"
-                             "分母：基座参数量（第 1 节打印过 7B 预设的参数量）。别忘了乘 100。")
+                        hint="第 5 节的表按模块列出了可训练参数和总参数：换了词表之后，哪几行会变、哪几行不变？"
+                             "LoRA 新增的参数和词表有关吗？第 9 节解释了这个小模型为什么只减少了约九成八。")
 
 
 def _ex3() -> int:
@@ -210,13 +234,14 @@ def _ex3() -> int:
 
 
 @exercise("number", "一条负面评论的 SFT 样本里有多少个标签位置不是 IGNORE_INDEX", solution=_ex3,
-          question="一条负面评论的 SFT 样本里，有多少个标签位置**不是** `IGNORE_INDEX`？")
+          question="一条负面评论的 SFT 样本（`sft.encode_example` 编码的）里，有多少个标签位置**不是** "
+                   "`IGNORE_INDEX`？（整数）")
 def ex3(answer) -> bool:
     """How many label positions are NOT IGNORE_INDEX in the SFT example of a negative
     review (answer 负面) — i.e. how many tokens does the loss learn per example?"""
     return check_number(answer, _ex3(), name="ch08.ex3", integer=True, rel=0,
-                        hint="提示词的标签都是 -100；只剩回答的 token 和结尾的 <|end|>。"
-                             "回答“负面”被分词器切成几个 token？（tok.encode 试一试）")
+                        hint="回到第 2 节：提示词、回答、结尾标记、填充，各自位置上的标签是什么？"
+                             "第 2 节第二格打印了损失学的是哪段文字。")
 
 
 def _ex4() -> float:
@@ -230,13 +255,13 @@ def _ex4() -> float:
 @exercise("number", "InternLM-7B 的 LoRA（r=64，q/k/v/o）训练状态共多少 GiB（混合精度，不含激活）",
           solution=_ex4,
           question="InternLM-7B 预设上 LoRA（r=64，适配 `q_proj`、`k_proj`、`v_proj`、`o_proj`）"
-                   "的训练状态共多少 GiB（混合精度，不含激活）？用 `memory.training_state_bytes` 算；"
-                   "第 9 节的表（r=8、q/v）可以用来核对你的公式。")
+                   "的训练状态共多少 GiB（混合精度，不含激活；1 GiB = 2**30 字节，误差 1% 以内）？"
+                   "用 `memory.training_state_bytes` 算；第 9 节的表（r=8、q/v）可以用来核对你的做法。")
 def ex4(answer) -> bool:
     """Training state of LoRA (r=64 on q_proj, k_proj, v_proj, o_proj) for the InternLM-7B
     preset, mixed precision, in GiB (weights + gradients + master weights + AdamW states; no
     activations)."""
     return check_number(answer, _ex4(), name="ch08.ex4", rel=0.01,
-                        hint="冻结的基座只有 16 位权重（每参数 2 字节）；可训练的适配器参数每个 16 字节"
-                             "（16 位权重 2 + 梯度 2 + float32 主权重 4 + Adam m、v 各 4）。除以 2**30。"
-                             "第 9 节的表（r=8、q/v）可以用来核对你的公式。")
+                        hint="回到第 9 节的表：哪几项只为可训练参数存在、哪一项连冻结的基座也要存？"
+                             "先数出 r=64、q/k/v/o 的适配器参数，再想清楚 memory.training_state_bytes 的 "
+                             "trainable 和 frozen 各该是什么。用第 9 节的表（r=8、q/v）核对你的做法。")

@@ -1,6 +1,7 @@
 """Checkers for notebook 10 (data-parallel training with msrun, parallel strategies)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -38,10 +39,11 @@ def _shard_bug(got: list, n: int, rank: int, world: int, lengths: set) -> str:
         return (f"各 rank 的条数不同 {sorted(lengths)}：数据条数不能整除卡数时要从头补齐，"
                 "否则条数多的 rank 多走一步，在 all-reduce 里永远等不到别人。")
     if got == _read(sol.wrong_contiguous, n, rank, world):
-        return "按连续的块切分了；GeneratorDataset(num_shards, shard_id) 是交错取：rank, rank+world, …"
+        return ("按连续的块切分了；GeneratorDataset(num_shards, shard_id) 是交错取的"
+                "（第 3 节练习上面的第一条规则）。")
     if got and got[0] == (rank + 1) % n:
         return "rank 从 1 开始数了：rank 0 取的第一条应是第 0 条。"
-    return "第 i 条应是原数据的第 (rank + i·world) % n 条。"
+    return "对照第 3 节练习上面的两条规则逐条检查：交错取，以及条数相同、超出末尾时从头接着数。"
 
 
 @exercise("code", "写 ShardedSource：按 rank 交错切分可随机访问的数据源，各 rank 条数相同",
@@ -50,10 +52,12 @@ def _shard_bug(got: list, n: int, rank: int, world: int, lengths: set) -> str:
                  (lambda: sol.wrong_unequal, "各 rank 的条数不同"),
                  (lambda: sol.wrong_no_shard, "每个 rank 都读了全部数据")),
           targets=("course_lib.distributed.train_dp.sharded_dataset",),
-          question="在第 3 节“按 rank 切分一个可随机访问的数据源”的脚手架里写 `MyShardedSource(source, rank, world)`："
+          question="在第 3 节“练习 1（写代码）：按 rank 切分一个可随机访问的数据源”的脚手架里写 "
+                   "`MyShardedSource(source, rank, world)`："
                    "一个可随机访问的数据源（`__len__` + `__getitem__`），各 rank **交错**取、"
                    "每个 rank 的条数相同（都是 ⌈n / world⌉，超出末尾的下标从头接着数），"
-                   "读到的内容与 `GeneratorDataset(source, num_shards=world, shard_id=rank, shuffle=False)` **完全相同**。")
+                   "读到的内容与 `GeneratorDataset(source, num_shards=world, shard_id=rank, shuffle=False)` **完全相同**。"
+                   "检查函数在几种 (条数, rank 数) 组合上（含条数不能整除 rank 数、只有 1 个 rank 的情形）逐个 rank 比较。")
 def shard_source(cls) -> bool:
     """``cls(source, rank, world)`` must read what GeneratorDataset(num_shards=world,
     shard_id=rank, shuffle=False) reads from ``source``."""
@@ -67,8 +71,8 @@ def shard_source(cls) -> bool:
                 if got != want:
                     raise Mismatch(f"{n} 条数据、{world} 个 rank 时，rank {rank} 读到 {got}，应为 {want}："
                                    + _shard_bug(got, n, rank, world, lengths))
-    return run_code_check("ch10.shard_source", "rank r 取第 r, r+world, r+2·world, … 条；"
-                          "一共 ceil(n/world) 条，超出末尾的下标对 n 取余。", body)
+    return run_code_check("ch10.shard_source", "检查 __init__、__len__ 和 __getitem__：对每种 (条数, rank 数) 组合"
+                          "都要能用，下标 i 从 0 到 len - 1（第 3 节练习上面的两条规则）。", body)
 
 
 def _grad_cases():
@@ -81,14 +85,16 @@ def _grad_cases():
 
 def _grad_bug(got, grads, max_norm) -> str:
     s = sol
-    for wrong, bug in ((s.wrong_clip_then_average, "先裁剪、后平均了：每个 rank 的裁剪系数不同，"
-                        "要先 all-reduce 求平均，再在平均梯度上按全局范数裁剪。"),
-                       (s.wrong_sum, "梯度是各 rank 的和而不是平均（gradients_mean=False）：再除以 rank 数。"),
-                       (s.wrong_per_tensor_clip, "按每个张量自己的范数裁剪了；应该用所有张量合在一起的全局范数。")):
+    for wrong, bug in ((s.wrong_clip_then_average, "先裁剪、后平均了：每个 rank 的裁剪系数不同；"
+                        "裁剪作用在 all-reduce 之后的平均梯度上（第 5 节 DataParallelTrainStep 的顺序）。"),
+                       (s.wrong_sum, "梯度是各 rank 的和而不是平均（相当于 gradients_mean=False）。"),
+                       (s.wrong_per_tensor_clip, "按每个张量自己的范数裁剪了；ops.clip_by_global_norm "
+                        "用的是全局范数（第 5 节练习上面的链接）。")):
         w = wrong(grads, max_norm)
         if len(w) == len(got) and all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, w)):
             return bug
-    return "先对每个参数在各 rank 间求平均，再算全局范数 √Σ‖g‖²，超过 max_norm 时整体乘 max_norm/范数。"
+    return ("对照第 5 节：DataParallelTrainStep 先做什么、后做什么；ops.clip_by_global_norm 的范数怎么算、"
+            "什么时候才缩放（第 5 节练习上面的链接）。")
 
 
 @exercise("code", "写 average_then_clip：数据并行中各 rank 实际用来更新的梯度（先平均、再全局裁剪）",
@@ -97,10 +103,12 @@ def _grad_bug(got, grads, max_norm) -> str:
                  (lambda: sol.wrong_sum, "和而不是平均"),
                  (lambda: sol.wrong_per_tensor_clip, "全局范数")),
           targets=("course_lib.distributed.train_dp.DataParallelTrainStep",),
-          question="在第 5 节“每个 rank 实际用来更新的梯度”的脚手架里用 NumPy 写 `my_average_then_clip(rank_grads, max_norm)`："
+          question="在第 5 节“练习 2（写代码）：每个 rank 实际用来更新的梯度”的脚手架里用 NumPy 写 "
+                   "`my_average_then_clip(rank_grads, max_norm)`："
                    "`DataParallelTrainStep` 在反向传播之后做的两件事（all-reduce 求平均，"
-                   "再按**全局**范数裁剪）；`rank_grads[r][i]` 是 rank r 上第 i 个参数的梯度，"
-                   "返回每个参数最终用来更新的梯度（一个列表）。")
+                   "再按**全局**范数裁剪，与 `ops.clip_by_global_norm` 相同）；`rank_grads[r][i]` 是 rank r 上第 i 个参数的梯度"
+                   "（NumPy 数组），返回每个参数最终用来更新的梯度（一个列表，第 i 个与参数 i 的梯度同形状）。"
+                   "检查函数用几组隐藏的随机梯度（2–4 个 rank，范数有的超过 `max_norm`、有的没有）比较，误差 1e-6 以内。")
 def grad_average(func) -> bool:
     """``func(rank_grads, max_norm)``: rank_grads[r][i] is rank r's gradient of parameter i."""
     def body():
@@ -115,60 +123,78 @@ def grad_average(func) -> bool:
             for i, (g, w) in enumerate(zip(got, want)):
                 compare(g, w, f"第 {k + 1} 组输入（{len(grads)} 个 rank）参数 {i} 的梯度", atol=1e-6,
                         rtol=1e-4, bug=bug)
-    return run_code_check("ch10.grad_average", "平均：Σ_r g_r / world；全局范数：所有参数一起算；"
-                          "系数 min(1, max_norm / 范数)。", body)
+    return run_code_check("ch10.grad_average", "rank_grads 是一个列表的列表：rank_grads[r][i] 是 rank r 上参数 i 的梯度；"
+                          "返回一个列表，每个参数一个梯度（第 5 节练习上面的说明）。", body)
 
 
 # --------------------------------------------------------------------------- numbers
-@exercise("number", "8 卡 × micro-batch 4 × 累积 2：一次更新看到多少条序列", solution=lambda: 8 * 4 * 2,
-          question="8 张卡数据并行，每卡 micro-batch 为 4，每 2 个 micro-batch 累积一次梯度再更新："
-                   "一次参数更新“看到”多少条序列？")
+def _zero1_state_gib(dp: int = 16) -> float:
+    """Training state (no activations) per device of Baichuan-13B under DP x ZeRO-1, the
+    memory calculator's ``zero=1``: master weights and AdamW moments sharded over ``dp``."""
+    from ..baichuan import baichuan_13b
+    from ..memory import GiB, Layout, per_device_memory
+    m = per_device_memory(baichuan_13b(), Layout(dp=dp, zero=1))
+    return (m.total - m.activations) / GiB
+
+
+@exercise("number", "DP16 + ZeRO-1：Baichuan-13B 每卡的训练状态多少 GiB（不算激活值）", solution=_zero1_state_gib,
+          question="Baichuan-13B 用 16 张卡做数据并行，并开 ZeRO-1（第 8 节计算器的 `zero=1`：只把 float32 主权重"
+                   "和 AdamW 的 m、v 平均分到 16 张卡上）。**不算激活值**，每张卡要存多少 GiB 的训练状态？"
+                   "（混合精度，第 1 节的每参数 16 字节；1 GiB = 2**30 字节，保留 2 位小数）")
 def ex1(answer) -> bool:
-    """8 devices in data parallel, micro-batch 4 per device, gradients accumulated over 2
-    micro-batches before each update: how many sequences does one parameter update see?"""
-    devices, micro_batch, accumulation = 8, 4, 2
-    return check_number(answer, devices * micro_batch * accumulation, name="ch10.ex1", integer=True,
-                        hint="全局 batch = 卡数 × 每卡 micro-batch × 梯度累积步数；all-reduce 求的是它们的平均梯度。")
+    """Per-device training state (no activations) of Baichuan-13B, mixed precision, with 16-way
+    data parallelism and ZeRO-1 (fp32 master weights and AdamW m, v sharded), in GiB."""
+    return check_number(answer, _zero1_state_gib(), name="ch10.ex1", rel=0, abs_=0.01,
+                        hint="第 1 节把 16 字节拆成了几项（state.gib() 那一行）：ZeRO-1 切分的是哪几项、"
+                             "哪几项每张卡仍然各存一整份？第 8 节的表（8 张卡）可以用来核对你的做法，"
+                             "但那里的数包含激活值。")
 
 
-def _largest_mp() -> int:
-    from ..baichuan import baichuan_13b
-    from ..distributed.strategies import check_tensor_parallel
-    config, valid = baichuan_13b(), []
-    for mp in range(1, 17):
-        try:
-            check_tensor_parallel(config, mp)
-            valid.append(mp)
-        except ValueError:
-            pass
-    return max(valid)
+@functools.lru_cache(maxsize=None)
+def _tp_layer_params(mp: int = 8) -> int:
+    """Parameters of one Baichuan-13B decoder layer on each device under the Megatron plan of
+    ``strategies.tensor_parallel_plan`` with ``mp`` devices: every planned Dense is split in
+    ``mp`` equal parts, everything else (the two RMSNorm weights) is kept whole on each."""
+    import dataclasses
+    from ..baichuan import BaichuanForCausalLM, baichuan_13b
+    from ..distributed.strategies import tensor_parallel_plan
+    from ..memory import build_lazy
+    model = build_lazy(BaichuanForCausalLM, dataclasses.replace(baichuan_13b(), num_layers=1))
+    plan = tensor_parallel_plan(model)
+    total = 0
+    for name, p in model.parameters_and_names():
+        if name.startswith("model.layers.0."):
+            size = math.prod(p.shape)
+            total += size // mp if name.rpartition(".")[0] in plan else size
+    return total
 
 
-@exercise("number", "Baichuan-13B 可用的、不超过 16 的最大张量并行度", solution=_largest_mp,
-          question="Baichuan-13B 能接受的、不超过 16 的最大张量并行度 `mp` 是多少？（提示："
-                   "`strategies.check_tensor_parallel`）")
+@exercise("number", "Baichuan-13B 张量并行 mp=8：每张卡上一个解码层有多少个参数", solution=_tp_layer_params,
+          question="Baichuan-13B 按第 7.1 节的 Megatron 切法做 mp=8 的张量并行：`strategies.tensor_parallel_plan` "
+                   "列出的 Dense 层，每个的权重都平均切成 8 份，每张卡存 1 份；计划里没有的参数每张卡各存一份完整的。"
+                   "每张卡上**一个解码层**有多少个参数？（整数，要完全相等）")
 def ex2(answer) -> bool:
-    """The largest tensor-parallel size mp <= 16 that Baichuan-13B accepts."""
-    return check_number(answer, _largest_mp(), name="ch10.ex2", integer=True,
-                        hint="mp 必须同时整除头数 40、FFN 宽度 13696 和词表 64000。")
+    """Parameters of one Baichuan-13B decoder layer held by each device under 8-way tensor
+    parallelism (the course's Megatron plan; parameters outside the plan are replicated)."""
+    return check_number(answer, _tp_layer_params(), name="ch10.ex2", integer=True, rel=0,
+                        hint="一个解码层里有哪些参数、各是什么形状（Baichuan-13B 的 q/k/v 合并成一个 W_pack）？"
+                             "第 7.1 节打印的计划里有哪几个，哪些参数不在计划里？")
 
 
-def _zero3_devices() -> int:
+def _devices_micro_batch_4() -> int:
     from ..baichuan import baichuan_13b
-    from ..memory import GiB, training_state_bytes
-    state = training_state_bytes(baichuan_13b().num_parameters())
-    return math.ceil(state.total / (32 * GiB))
+    from ..memory import devices_needed
+    return devices_needed(baichuan_13b(), 32, zero=3, recompute=True, micro_batch=4).devices
 
 
-@exercise("number", "ZeRO-3、忽略激活值：放下 Baichuan-13B 训练状态最少要几张 32 GiB 的卡",
-          solution=_zero3_devices,
-          question="只看训练状态（第 1 节的每参数 16 字节），**不算激活值**："
-                   "ZeRO-3 把它平均分到 N 张 32 GiB 的卡上（N 可以是任意整数），"
-                   "Baichuan-13B 最少需要几张卡？和第 8 节 `devices_needed` 给出的卡数比一比，差在哪里？")
+@exercise("number", "ZeRO-3 + 重计算、micro-batch 4：放下 Baichuan-13B 的训练最少要几张 32 GiB 的卡",
+          solution=_devices_micro_batch_4,
+          question="第 8 节最后一格：Baichuan-13B 在 32 GiB 的卡上只用数据并行 + ZeRO-3 + 重计算（micro-batch 1、"
+                   "序列长 4096），`devices_needed` 给出的是 8 张卡。把 micro-batch 改成 4、其余不变，最少要几张卡？"
+                   "（卡数可以是任意整数；按第 8 节计算器的假设算，答案是整数）")
 def ex3(answer) -> bool:
-    """ZeRO-3 splits weights, gradients, master weights and AdamW moments (16 bytes per
-    parameter in all) evenly over N devices. IGNORING activations and any other overhead, and
-    allowing any whole N: the smallest N of 32 GiB devices that holds Baichuan-13B's state."""
-    return check_number(answer, _zero3_devices(), name="ch10.ex3", integer=True,
-                        hint="每卡 16 字节 × 参数量 / N ≤ 32 GiB（1 GiB = 2**30 字节），N 向上取整。"
-                             "这里不算激活值，所以比第 8 节的 devices_needed 结果小。")
+    """Baichuan-13B on 32 GiB devices, data parallel + ZeRO-3 + full recomputation, sequence
+    4096: the fewest devices with micro-batch 4 (the memory calculator's assumptions)."""
+    return check_number(answer, _devices_micro_batch_4(), name="ch10.ex3", integer=True, rel=0,
+                        hint="第 8 节：ZeRO-3 把哪些东西平均分到 N 张卡上，哪些每张卡各存一份？"
+                             "micro-batch 变大时，哪一部分跟着变大，它会被 N 张卡分摊吗？")

@@ -63,8 +63,8 @@ def _run_steps(func, batches, wants=None):
                 observe(f"第 {step} 步之后的 LoRA 参数", [p.detach().numpy() for p in params],
                         wants[1][step - 1], atol=1e-6, rtol=1e-4)
             if all(p.grad is None for p in params):
-                raise Mismatch("p.grad 是 None：在 mindnlp 0.5.1 + CPU 上 loss.backward() 不产生梯度（也不报错）；"
-                               "用 mindtorch.autograd.value_and_grad(loss_fn, params) 求损失和梯度。") from err
+                raise Mismatch("p.grad 是 None：在 mindnlp 0.5.1 + CPU 上 loss.backward() 不产生梯度（也不报错），"
+                               "第 5 节第二格演示过；能产生梯度的写法在第 5 节练习上面那一格。") from err
             raise
         states.append([p.detach().numpy().copy() for p in params])
         losses.append(loss)
@@ -85,11 +85,13 @@ def _step_body(func):
         if not close(gl, wl, rel=1e-4, abs_=1e-5):
             raise Mismatch(f"第 {step} 步返回的损失是 {gl!r}，应为 {wl:.5f}：返回这一步算出的损失（float）。")
         if step == 1 and all(np.array_equal(a, b) for a, b in zip(g, start)):
-            raise Mismatch("一步之后 LoRA 参数完全没变：梯度没有算出来，或者更新没有写回参数（在 torch.no_grad() 里 p -= lr * p.grad）。")
+            raise Mismatch("一步之后 LoRA 参数完全没变：梯度没有算出来，或者更新没有写回 params 里的参数本身"
+                           "（第 5 节练习上面的说明）。")
         for i, (a, b) in enumerate(zip(g, w)):
             if not np.allclose(a, b, rtol=1e-4, atol=1e-6):
-                bug = ("第 1 步正确、之后出错：value_and_grad 把梯度累加到 .grad 上，每步开始前要把 p.grad 设为 None。"
-                       if step > 1 else "更新应为 p ← p − lr·grad。")
+                bug = ("第 1 步正确、之后出错：这一步用的梯度里还留着上一步的（value_and_grad 是累加到 .grad 上的，"
+                       "第 5 节练习上面那一格）。"
+                       if step > 1 else "第 1 步之后就不同：检查更新的方向和大小（学习率 lr 的 SGD）。")
                 raise Mismatch(f"第 {step} 步之后第 {i} 个 LoRA 参数与参照不同（最大差 "
                                f"{float(np.abs(a - b).max()):.3g}）：{bug}")
 
@@ -144,17 +146,21 @@ def _in_fresh_process(name: str, func) -> bool:
 @exercise("code", "写 lora_sgd_step：mindnlp 0.5.1 + CPU 上 LoRA 参数的一步训练（value_and_grad + 手写 SGD）",
           solution=lambda: sol.lora_sgd_step,
           wrong=((lambda: sol.wrong_backward, "loss.backward() 不产生梯度"),
-                 (lambda: sol.wrong_accumulate, "p.grad 设为 None")),
+                 (lambda: sol.wrong_accumulate, "累加")),
           targets=("course_lib.solutions.ch11.lora_sgd_step",),
-          question="在第 5 节“mindnlp 上 LoRA 的一步训练”的脚手架里写 `my_lora_sgd_step(loss_fn, params, batch, lr)`："
+          taught=("mindtorch.autograd.value_and_grad(loss_fn, params)",),
+          question="在第 5 节“练习 2（写代码）：mindnlp 上 LoRA 的一步训练”的脚手架里写 "
+                   "`my_lora_sgd_step(loss_fn, params, batch, lr)`："
                    "用 mindnlp 0.5.1 在 CPU 上能用的写法（`mindtorch.autograd.value_and_grad` + 手写 SGD）"
-                   "对 LoRA 的可训练参数 `params` 做一步训练，返回这一步的损失（`float`）。")
+                   "对 LoRA 的可训练参数 `params` 做一步训练（SGD：每个参数减去 `lr` 乘它的梯度，原地更新），"
+                   "返回这一步的损失（`float`）。`loss_fn(batch)` 返回这一批的损失。检查函数在一个 1 层的小 Llama + LoRA 上"
+                   "连续调用你的函数 3 步，每一步都与参考实现比较返回的损失和更新后的参数（相对误差 1e-4 以内）。")
 def lora_sgd_step(func) -> bool:
     """``func(loss_fn, params, batch, lr)`` -> loss; 3 steps on a tiny LoRA Llama vs the reference."""
     if "mindnlp" not in sys.modules:
         return _in_fresh_process("ch11.lora_sgd_step", func)
-    return run_code_check("ch11.lora_sgd_step", "三件事：每步先清空 .grad；用 mindtorch 的 value_and_grad 求损失和梯度；"
-                          "在 torch.no_grad() 里手写 SGD 更新。返回这一步的损失（float）。",
+    return run_code_check("ch11.lora_sgd_step", "回到第 5 节：mindnlp 0.5.1 + CPU 上哪些写法不能用，能用的写法是哪一种"
+                          "（练习上面那一格）。返回这一步的损失（float）。",
                           lambda: _step_body(func))
 
 
@@ -190,15 +196,15 @@ def _kwargs_body(func):
         unknown = sorted(set(got) - set(defaults))
         observe(f"{config.name}（hidden {config.hidden_size}）：LlamaConfig 不认识的参数", [str(k) for k in unknown], [])
         if unknown:
-            raise Mismatch(f"LlamaConfig 没有参数 {unknown}，它会把不认识的参数默默收下、模型尺寸却用默认值："
-                           "用 Hugging Face 的名字（num_hidden_layers、num_attention_heads、max_position_embeddings…）。")
+            raise Mismatch(f"LlamaConfig 没有参数 {unknown}：它把不认识的参数默默收下，模型尺寸却仍用默认值。"
+                           "用 LlamaConfig 自己的参数名（看它的签名：inspect.signature(LlamaConfig)）。")
         effective = {**defaults, **got}
         if effective.get("num_key_value_heads") is None:      # LlamaConfig: None means "= heads"
             effective["num_key_value_heads"] = effective.get("num_attention_heads")
         for key, want in llama_config_kwargs(config).items():
             observe(f"{config.name}（hidden {config.hidden_size}）的 {key}", effective[key], want)
             if effective[key] != want:
-                why = {"attention_bias": "InternLM-1 的 q/k/v/o 投影带偏置：attention_bias=True（Llama 默认 False）。",
+                why = {"attention_bias": "InternLM-1 的 q/k/v/o 投影带偏置（Llama 默认不带；第 06 章的注意力投影）。",
                        "tie_word_embeddings": "课程模型的 lm_head 与词嵌入是两份独立的权重。"}.get(key, "")
                 raise Mismatch(f"{config.name}（hidden {config.hidden_size}）的 {key} 是 {effective[key]!r}"
                                f"{'（LlamaConfig 的默认值）' if key not in got else ''}，应为 {want!r}。{why}")
@@ -206,19 +212,21 @@ def _kwargs_body(func):
 
 @exercise("code", "写 llama_kwargs：把课程 InternLM 配置翻译成 LlamaConfig 的参数",
           solution=lambda: sol.llama_kwargs,
-          wrong=((lambda: sol.wrong_course_names, "num_hidden_layers"), (lambda: sol.wrong_no_bias, "attention_bias=True"),
+          wrong=((lambda: sol.wrong_course_names, "LlamaConfig 没有参数"), (lambda: sol.wrong_no_bias, "attention_bias"),
                  (lambda: sol.wrong_tied, "独立的权重")),
           targets=("course_lib.families.llama_config_kwargs",),
-          question="在第 2 节“把课程的配置翻译成 `LlamaConfig` 的参数”的脚手架里写 `my_llama_kwargs(config)`："
+          question="在第 2 节“练习 1（写代码）：把课程的配置翻译成 `LlamaConfig` 的参数”的脚手架里写 `my_llama_kwargs(config)`："
                    "返回一个 dict，"
                    "使 `LlamaConfig(**my_llama_kwargs(config))` 与课程的 InternLM 配置（`course_lib.internlm.tiny()` 返回的 `InternLMConfig`）"
                    "描述**同一个网络**。第一代 InternLM 与 Llama 的结构有一处不同；"
-                   "Llama 的哪些默认值与课程模型不一样？")
+                   "Llama 的哪些默认值与课程模型不一样？检查函数在三个配置上（两种固定尺寸，外加一个由隐藏输入随机抽取的）"
+                   "与课程的 `families.llama_config_kwargs` 逐项比较：dict 里没写的参数按 `LlamaConfig` 的默认值算，"
+                   "`LlamaConfig` 没有的参数名算错。")
 def llama_kwargs(func) -> bool:
     """``func(config)`` -> kwargs; compared (over LlamaConfig's defaults) with families.llama_config_kwargs."""
-    return run_code_check("ch11.llama_kwargs", "逐项对应：num_layers→num_hidden_layers，num_heads→num_attention_heads"
-                          "（也是 num_key_value_heads），max_seq_len→max_position_embeddings，rope_base→rope_theta；"
-                          "再想想 InternLM-1 与 Llama 的结构差别。", lambda: _kwargs_body(func))
+    return run_code_check("ch11.llama_kwargs", "应返回一个 dict：对照第 2 节练习上面列出的课程字段，逐个找 LlamaConfig 里"
+                          "同一含义的参数（它的签名：inspect.signature(LlamaConfig)）；再想想 InternLM-1 与 Llama 的"
+                          "结构差别（第 06 章的注意力投影）。", lambda: _kwargs_body(func))
 
 
 # --------------------------------------------------------------------------- numbers
@@ -227,35 +235,71 @@ def lora_trainable(hidden: int, layers: int, r: int, targets: int) -> int:
     return layers * targets * r * (hidden + hidden)
 
 
-@exercise("number", "小 Llama（隐藏 128、2 层）q/v 上 r=8 的 LoRA 有多少可训练参数",
-          solution=lambda: lora_trainable(128, 2, 8, 2),
-          question="对本章的小 Llama（隐藏 128、2 层）在 q_proj 和 v_proj 上加 r=8 的 LoRA，"
-                   "可训练参数有多少？")
+def _trainable_percent(r: int = 16, targets: int = 4) -> float:
+    """What ``peft``'s ``print_trainable_parameters()`` prints as trainable% for LoRA r on
+    ``targets`` hidden x hidden projections of the chapter's tiny Llama (the course's
+    InternLM-tiny: the same network, section 3): 100 x trainable / (base + adapters)."""
+    from ..internlm import tiny
+    cfg = tiny()
+    added = lora_trainable(cfg.hidden_size, cfg.num_layers, r, targets)
+    return 100 * added / (cfg.num_parameters() + added)
+
+
+@exercise("number", "小 Llama 的 q/k/v/o 上 r=16 的 LoRA：print_trainable_parameters 打印的 trainable% 是多少",
+          solution=_trainable_percent,
+          question="对本章的小 Llama（第 4 节的 `model`）改用 `LoraConfig(r=16, lora_alpha=32, "
+                   "target_modules=[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"])`，"
+                   "`print_trainable_parameters()` 打印的 `trainable%` 是多少？（和它的打印格式一样保留 4 位小数）")
 def ex1(answer) -> bool:
-    """LoRA r=8 on q_proj and v_proj of the notebook's tiny Llama (hidden 128, 2 layers):
-    how many trainable parameters?"""
-    return check_number(answer, lora_trainable(128, 2, 8, 2), name="ch11.ex1", integer=True,
-                        hint="每个目标层加 A(r×h) 和 B(h×r) 两个矩阵：层数 × 目标数 × r × 2h。")
+    """``print_trainable_parameters()``'s trainable% for LoRA r=16 on q_proj, k_proj, v_proj
+    and o_proj of the notebook's tiny Llama (hidden 128, 2 layers, vocabulary 8000)."""
+    return check_number(answer, _trainable_percent(), name="ch11.ex1", rel=0, abs_=1e-4,
+                        hint="回到第 4 节 print_trainable_parameters() 打印的那一行：trainable params 和 all params "
+                             "各是哪些参数？下面那条 cl.fact 说明了可训练参数怎样随层数、目标层数和 r 变化。")
 
 
-def _bias_params(hidden: int = 128, layers: int = 2) -> int:
-    """attention_bias=True adds a bias to q, k, v (each hidden wide without GQA) and o."""
-    return layers * 4 * hidden
+GQA = dict(hidden=128, layers=2, heads=4, kv_heads=2)
 
 
-@exercise("number", "attention_bias=True 给本章的小 Llama 多加了多少个参数", solution=_bias_params,
-          question="本章的小 Llama（隐藏 128、2 层、4 头、4 个 KV 头）"
-                   "在 `attention_bias=True` 时比 `False` 多多少个参数？")
+def _bias_params(hidden: int = GQA["hidden"], layers: int = GQA["layers"], heads: int = GQA["heads"],
+                 kv_heads: int = GQA["kv_heads"]) -> int:
+    """attention_bias=True adds a bias to q (hidden), k and v (kv_heads x head_dim each) and o
+    (hidden) in every layer."""
+    head_dim = hidden // heads
+    return layers * (hidden + 2 * kv_heads * head_dim + hidden)
+
+
+@exercise("number", "2 个 KV 头时，attention_bias=True 给本章的小 Llama 多加了多少个参数", solution=_bias_params,
+          question="把本章的小 Llama（隐藏 128、2 层、4 个注意力头）改成只有 2 个 KV 头（`num_key_value_heads=2`，"
+                   "其余不变），`attention_bias=True` 时比 `False` 多多少个参数？（整数）")
 def ex2(answer) -> bool:
-    """The notebook's tiny Llama (hidden 128, 2 layers, 4 heads, 4 KV heads): how many
+    """The notebook's tiny Llama with 2 KV heads (hidden 128, 2 layers, 4 heads): how many
     parameters does ``attention_bias=True`` add compared with ``attention_bias=False``?"""
-    return check_number(answer, _bias_params(), name="ch11.ex2", integer=True,
-                        hint="每层 q、k、v、o 四个投影各多一个偏置向量，长度等于该投影的输出维度。")
+    return check_number(answer, _bias_params(), name="ch11.ex2", integer=True, rel=0,
+                        hint="看第 2 节打印的模型结构：哪几个 Linear 带 bias，各自的 out_features 是多少？"
+                             "num_key_value_heads 改变的是哪几个投影的宽度（第 06 章的 GQA）？")
 
 
-@exercise("number", "LoraConfig(r=16, lora_alpha=8) 的缩放系数", solution=lambda: 8 / 16,
-          question="`LoraConfig(r=16, lora_alpha=8)` 时，`B·A·x` 在加到原输出之前乘以多少？")
+MERGE = dict(r=16, lora_alpha=8, b=0.01, a=0.02, hidden=128)
+
+
+def _merged_delta(r: int = MERGE["r"], lora_alpha: float = MERGE["lora_alpha"], b: float = MERGE["b"],
+                  a: float = MERGE["a"], hidden: int = MERGE["hidden"]) -> float:
+    """One element of what ``merge_and_unload()`` adds to q_proj's weight: (lora_alpha / r) * B @ A
+    with every element of B (hidden x r) equal to ``b`` and of A (r x hidden) equal to ``a``."""
+    B, A = np.full((hidden, r), b), np.full((r, hidden), a)
+    return float(((lora_alpha / r) * (B @ A))[0, 0])
+
+
+@exercise("number", "LoraConfig(r=16, lora_alpha=8)，B 全是 0.01、A 全是 0.02：合并后 q_proj 的权重每个元素加了多少",
+          solution=_merged_delta,
+          question="本章第 4 节的 LoRA 换成 `LoraConfig(r=16, lora_alpha=8, target_modules=[\"q_proj\", \"v_proj\"])`。"
+                   "假设训练之后某一层 q_proj 的 `lora_B`（形状 (128, 16)）每个元素都是 0.01、`lora_A`（形状 (16, 128)）"
+                   "每个元素都是 0.02。`merge_and_unload()` 之后，这个 q_proj 的权重的每个元素比合并前大多少？"
+                   "（相对误差 1e-4 以内）")
 def ex3(answer) -> bool:
-    """``LoraConfig(r=16, lora_alpha=8)``: by what factor is B·A·x scaled before it is added?"""
-    return check_number(answer, 8 / 16, name="ch11.ex3", rel=1e-9,
-                        hint="缩放系数是 lora_alpha 除以 r（不是 r 除以 lora_alpha）。")
+    """``LoraConfig(r=16, lora_alpha=8)``; lora_B (128 x 16) all 0.01, lora_A (16 x 128) all
+    0.02: by how much does every element of q_proj's weight grow in ``merge_and_unload()``?"""
+    return check_number(answer, _merged_delta(), name="ch11.ex3", rel=1e-4,
+                        hint="第 6 节：merge_and_unload() 往权重里加的是什么？B·A 是矩阵乘积，它的一个元素由几项相加得到？"
+                             "缩放系数由 r 和 lora_alpha 怎样得到？")

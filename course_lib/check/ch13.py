@@ -19,20 +19,24 @@ BLOCK_SIZES = ((8, 20), (6, 6))                 # (hidden, inner): one square in
 def torch_block():
     """The PyTorch module the learner translates (returns the class)."""
     import torch
-    import torch.nn.functional as F
 
     class FeedForwardBlock(torch.nn.Module):
-        """Pre-LN residual feed-forward block: x + fc2(gelu(fc1(norm(x))))."""
+        """Pre-LN residual feed-forward block, GPT-2 / ViT style: LayerNorm with eps=1e-6,
+        the tanh approximation of GELU, an output projection without bias."""
 
         def __init__(self, hidden: int, inner: int):
             super().__init__()
-            self.norm = torch.nn.LayerNorm(hidden)
+            self.norm = torch.nn.LayerNorm(hidden, eps=1e-6)
             self.fc1 = torch.nn.Linear(hidden, inner)
-            self.fc2 = torch.nn.Linear(inner, hidden)
+            self.act = torch.nn.GELU(approximate="tanh")
+            self.fc2 = torch.nn.Linear(inner, hidden, bias=False)
 
         def forward(self, x):
-            return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+            return x + self.fc2(self.act(self.fc1(self.norm(x))))
     return FeedForwardBlock
+
+
+TORCH_TYPES = {"norm": "LayerNorm", "fc1": "Linear", "fc2": "Linear"}
 
 
 def _torch_state(module) -> dict:
@@ -49,28 +53,31 @@ def _load(cell, ms_state: dict) -> None:
     observe("缺少的参数", missing, [])
     observe("多出的参数", extra, [])
     if set(params) != set(want):
-        raise Mismatch(f"参数名不一致：缺少 {missing}，多出 {extra}。子模块的属性名要与 PyTorch 相同"
-                       "（norm、fc1、fc2），nn.LayerNorm 的参数叫 gamma/beta。")
+        raise Mismatch(f"参数名与 PyTorch 模块的 state_dict（按第 1 节对照表换成 MindSpore 的名字）不一致："
+                       f"缺少 {missing}，多出 {extra}。对照上面 PyTorch 模块里每个子模块的属性名和构造参数。")
     for name, value in want.items():
         observe(f"参数 {name} 的形状", list(params[name].shape), list(value.shape))
         if tuple(params[name].shape) != value.shape:
             raise Mismatch(f"参数 {name} 的形状是 {tuple(params[name].shape)}，应为 {value.shape}："
-                           "nn.Dense(in_channels, out_channels) 的权重与 torch.nn.Linear 一样是 (out, in)。")
+                           "对照 PyTorch 模块里这一层的输入、输出宽度（第 1 节对照表 Linear -> Dense 一行）。")
         params[name].set_data(ms.Tensor(value))
 
 
 def _torch_variants(tb, x):
-    """Outputs of the torch block with the classic translation slips (for the diagnosis)."""
+    """Outputs of the torch block with the classic translation slips (for the diagnosis):
+    each is what a translation with that slip computes, so a match names the slip."""
     import torch
     import torch.nn.functional as F
     with torch.no_grad():
         t = torch.tensor(x)
-        h = F.layer_norm(t, tb.norm.normalized_shape, tb.norm.weight, tb.norm.bias, eps=1e-7)
-        yield "LayerNorm 的 epsilon 用了 MindSpore 的默认值 1e-7；PyTorch 是 1e-5，要显式写 epsilon=1e-5。", \
-            (t + tb.fc2(F.gelu(tb.fc1(h)))).numpy()
-        yield "GELU 用了 tanh 近似（MindSpore nn.GELU() 的默认）；torch 的 F.gelu 是精确的 erf 版本。", \
-            (t + tb.fc2(F.gelu(tb.fc1(tb.norm(t)), approximate="tanh"))).numpy()
-        yield "少了残差连接 x + …。", tb.fc2(F.gelu(tb.fc1(tb.norm(t)))).numpy()
+        for eps in (1e-7, 1e-5):          # MindSpore's default epsilon; the mapping table's row
+            h = F.layer_norm(t, tb.norm.normalized_shape, tb.norm.weight, tb.norm.bias, eps=eps)
+            yield (f"你的输出与把 LayerNorm 的 eps 换成 {eps:g} 后的 PyTorch 模块一致：这个模块的 LayerNorm "
+                   "用的 eps 是多少，你的 nn.LayerNorm 的 epsilon 又是多少？（第 1 节对照表 LayerNorm 一行）"), \
+                (t + tb.fc2(tb.act(tb.fc1(h)))).numpy()
+        yield ("你的输出与把 GELU 换成精确的 erf 版本后的 PyTorch 模块一致：这个模块用的是哪一种 GELU？"
+               "你的 GELU 在 MindSpore 里是哪一种（第 1 节对照表 GELU 一行：两个框架的默认值相反）？"), \
+            (t + tb.fc2(F.gelu(tb.fc1(tb.norm(t))))).numpy()
 
 
 def _block_case(cls, hidden, inner, rng):
@@ -81,11 +88,13 @@ def _block_case(cls, hidden, inner, rng):
     with torch.no_grad():
         for p in tb.parameters():                   # non-trivial norm weights/biases
             p.add_(torch.randn_like(p) * 0.1)
+        tb.fc1.weight.mul_(3.0)     # pre-activations spread to |x| ~ 2-3, where the two GELU forms differ most
     cell = cls(hidden, inner)
-    _load(cell, sol.convert_state_dict(_torch_state(tb), {"norm": "LayerNorm", "fc1": "Linear", "fc2": "Linear"}))
+    _load(cell, sol.convert_state_dict(_torch_state(tb), TORCH_TYPES))
     for shape in ((1, 5, hidden), (3, 7, hidden)):
-        # small activations (std 0.02): the LayerNorm epsilon is visible, as in real hidden states
-        x = (rng.standard_normal(shape) * 0.02 + 0.1).astype(np.float32)
+        # small activations (std 0.01, variance 1e-4): the LayerNorm epsilon is visible, as in
+        # real hidden states
+        x = (rng.standard_normal(shape) * 0.01 + 0.1).astype(np.float32)
         got = _to_numpy(cell(ms.Tensor(x)))
         want = tb(torch.tensor(x)).detach().numpy()
         bug = next((b for b, v in _torch_variants(tb, x)
@@ -102,8 +111,7 @@ def _check_grads(tb, cell, x):
     tb(t).pow(2).sum().backward()
     weights = cell.trainable_params()
     grads = ms.value_and_grad(lambda v: (cell(v) ** 2).sum(), None, weights)(ms.Tensor(x))[1]
-    torch_grads = sol.convert_state_dict({k: p.grad.numpy() for k, p in tb.named_parameters()},
-                                         {"norm": "LayerNorm", "fc1": "Linear", "fc2": "Linear"})
+    torch_grads = sol.convert_state_dict({k: p.grad.numpy() for k, p in tb.named_parameters()}, TORCH_TYPES)
     by_key = {}                       # by the torch-side name: the order parameters were registered in may differ
     for p, g in zip(weights, grads):
         key = p.name if p.name in torch_grads else p.name.replace(".weight", ".gamma").replace(".bias", ".beta")
@@ -117,22 +125,28 @@ def _check_grads(tb, cell, x):
 
 @exercise("code", "把 PyTorch 的 FeedForwardBlock 翻译成 nn.Cell：拷贝同一份权重后输出与梯度都与 PyTorch 相同",
           solution=lambda: sol.FeedForwardBlock,
-          wrong=((lambda: sol.wrong_default_eps, "epsilon"), (lambda: sol.wrong_tanh_gelu, "tanh 近似"),
-                 (lambda: sol.wrong_no_residual, "残差")),
+          wrong=((lambda: sol.wrong_default_eps, "epsilon"), (lambda: sol.wrong_table_eps, "eps 换成 1e-05"),
+                 (lambda: sol.wrong_exact_gelu, "GELU"), (lambda: sol.wrong_fc2_bias, "fc2.bias")),
           targets=("course_lib.solutions.ch13.FeedForwardBlock",),
-          question="在第 1 节“把一个 PyTorch 模块翻译成 `nn.Cell`”的脚手架里写 `MyFeedForwardBlock(hidden, inner)`："
-                   "把那里的 PyTorch 模块（pre-LN 残差前馈块）翻译成 `nn.Cell`，"
-                   "子模块的属性名与 PyTorch 相同（`norm`、`fc1`、`fc2`）；拷进**同一份权重**后，"
-                   "输出和梯度都要与 PyTorch 相同。")
+          # shown before the exercise on purpose: the mapping table's constructors (section 1:
+          # Linear(in, out) -> Dense(in, out), LayerNorm with a tuple shape, GELU's flag) applied to
+          # the sizes of the printed torch module, and the Cell boilerplate the scaffold shows too.
+          # The values this module needs (eps 1e-6, the tanh GELU, no fc2 bias) are the exercise.
+          taught=("nn.LayerNorm((", "nn.GELU(approximate=", "nn.Dense(hidden, inner)", "super().__init__()"),
+          question="在第 1 节“把一个 PyTorch 模块翻译成 `nn.Cell`”的脚手架里写 `MyFeedForwardBlock(hidden, inner)` "
+                   "的 `__init__`：把那里打印的 PyTorch 模块（pre-LN 残差前馈块）的四个子模块 `norm`、`fc1`、`act`、`fc2` "
+                   "翻译成 MindSpore 的层，属性名不变、每个构造参数都要对应（`construct` 已经写好）。检查器把 PyTorch "
+                   "模块的**同一份权重**拷进你的 Cell（参数名按第 1 节对照表换成 MindSpore 的名字），在 float32、"
+                   "数值较小（像真实隐藏状态那样）的输入上比较输出（绝对误差 1e-5、相对误差 1e-4 以内）和梯度。")
 def translate_block(cls) -> bool:
-    """``cls(hidden, inner)``: a Cell with attributes norm, fc1, fc2, run next to real PyTorch."""
+    """``cls(hidden, inner)``: a Cell with attributes norm, fc1, act, fc2, run next to real PyTorch."""
     def body():
         rng = hidden_rng(13)
         for hidden, inner in BLOCK_SIZES:
             tb, cell, x = _block_case(cls, hidden, inner, rng)
         _check_grads(tb, cell, x)
-    return run_code_check("ch13.translate_block", "对照第 1 节的表：LayerNorm 的 epsilon 与 GELU 的近似方式"
-                          "都要显式写成 PyTorch 的默认值；nn.Dense 的权重不用转置。", body)
+    return run_code_check("ch13.translate_block", "对照第 1 节的对照表，逐个子模块核对 MindSpore 层的名字和构造参数"
+                          "（同名的参数，两个框架的默认值不一定相同）。", body)
 
 
 def _gpt_like_state(rng):
@@ -157,9 +171,9 @@ def _gpt_like_state(rng):
                    "course_lib.migration.mapping.builtin_param_name"),
           question="在第 2 节“state_dict 的键名 → MindSpore 的参数名”的脚手架里写 `my_convert_state_dict(state, module_types)`："
                    "`state` 是 PyTorch 的 state_dict（键名 → NumPy 数组），"
-                   "`module_types` 告诉你每个模块路径是哪种 torch 模块；"
-                   "返回 MindSpore 参数名 → float32 数组。哪些内置层在 MindSpore 里改了参数名？"
-                   "权重的布局要不要变？")
+                   "`module_types` 告诉你每个模块路径是哪种 torch 模块（`\"Linear\"`、`\"LayerNorm\"` 或 "
+                   "`\"Embedding\"`）；返回 MindSpore 参数名 → float32 数组（检查器逐个键比较名字和数值，"
+                   "不能多也不能少）。哪些内置层在 MindSpore 里改了参数名？权重的布局要不要变？")
 def convert_state_dict(func) -> bool:
     """``func(state, module_types)`` -> {MindSpore name: array}, compared key by key."""
     def body():
@@ -175,22 +189,20 @@ def convert_state_dict(func) -> bool:
                 owner = key.rpartition(".")[0]
                 wrong = sorted(k for k in got if k.rpartition(".")[0] == owner)
                 kind = types.get(owner, "?")
-                why = {"Embedding": "nn.Embedding 的权重在 MindSpore 里叫 embedding_table。",
-                       "LayerNorm": "nn.LayerNorm 的 weight/bias 在 MindSpore 里叫 gamma/beta。",
-                       "Linear": "Linear → Dense 不改名：weight/bias 保持原样。"}.get(kind, "")
-                raise Mismatch(f"缺少 {key}（{owner} 是 {kind}，你给出的是 {wrong}）：{why}")
+                raise Mismatch(f"缺少 {key}（{owner} 是 {kind}，你给出的这个模块的参数是 {wrong}）："
+                               f"对照第 1 节对照表里 {kind} 那一行，MindSpore 的层把这个参数叫什么？")
         extra = sorted(set(got) - set(want))
         observe("多出的参数名", [str(k) for k in extra], [])
         if extra:
             raise Mismatch(f"多出了 {extra}：每个 torch 张量只对应一个 MindSpore 参数。")
         for key, value in want.items():
             g = _to_numpy(got[key])
-            bug = ("转置了 Linear 的权重：torch.nn.Linear 与 nn.Dense 的 weight 都是 (out, in)，直接拷贝。"
-                   "方阵层转置后形状照样对得上，错误最隐蔽。"
+            bug = ("你的数组是应有数组的转置：对照第 1 节对照表 Linear -> Dense 一行，两边权重的布局一样吗？"
+                   "（方阵层转置后形状照样对得上，所以要比数值。）"
                    if g.shape == value.T.shape and np.array_equal(g, value.T) else "")
             compare(g, value, f"参数 {key}", atol=0, rtol=0, bug=bug)
-    return run_code_check("ch13.convert_state_dict", "只有 LayerNorm（gamma/beta）和 Embedding（embedding_table）"
-                          "改名；Linear 的名字和布局都不变。", body)
+    return run_code_check("ch13.convert_state_dict", "对照第 2 节练习的说明核对输入和返回值（返回 dict："
+                          "MindSpore 参数名 → float32 数组），以及第 1 节对照表里各层的参数名和权重形状。", body)
 
 
 # --------------------------------------------------------------------------- numbers
@@ -208,14 +220,15 @@ def _layernorm_ratio(variance: float = 1e-5) -> float:
           solution=_layernorm_ratio,
           question="一行均值为 0、方差为 1e-5 的隐藏状态，分别经过 `torch.nn.LayerNorm(h)`（默认 eps）"
                    "和照抄构造函数的 `nn.LayerNorm((h,))`（MindSpore 默认 epsilon）。"
-                   "MindSpore 的输出是 PyTorch 的多少倍（保留 3 位小数）？（先从两个框架的函数签名读出默认值，再推导。）")
+                   "MindSpore 的输出是 PyTorch 的多少倍（两者的 weight / gamma 都是 1、bias / beta 都是 0）？"
+                   "答案精确到 ±5e-4。（先从两个框架的函数签名读出默认值，再推导。）")
 def ex1(answer) -> bool:
     """A zero-mean row with variance 1e-5 goes through torch.nn.LayerNorm(h) (default eps) and
     through a translation that copied the call, nn.LayerNorm((h,)) (MindSpore's default
     epsilon). By what factor is the MindSpore output larger?"""
     return check_number(answer, _layernorm_ratio(), name="ch13.ex1", rel=0.0, abs_=5e-4,
-                        hint="LayerNorm 输出 = (x - 均值) / √(方差 + eps)，两个框架的默认 eps 不同；"
-                             "方差只有 1e-5 时，eps 不再可以忽略。")
+                        hint="回到第 1 节对照表 LayerNorm 一行：两个框架的默认 eps 各是多少？"
+                             "LayerNorm 的输出里 eps 出现在哪里？方差只有 1e-5 时，它还能忽略吗？")
 
 
 def _ex2_answer() -> str:
@@ -232,7 +245,7 @@ def ex2(answer) -> bool:
     """MindSpore name of the PyTorch parameter ``encoder.norm.weight`` of an ``nn.LayerNorm``."""
     observe("答案", answer.strip() if isinstance(answer, str) else answer, _ex2_answer())
     ok = isinstance(answer, str) and answer.strip() == _ex2_answer()
-    return verdict(ok, "LayerNorm 的 weight/bias 在 MindSpore 里叫什么？前缀保持不变。", "ch13.ex2")
+    return verdict(ok, "回到第 1 节对照表 LayerNorm 一行的“注意”一栏；答案是完整的参数名（一个字符串）。", "ch13.ex2")
 
 
 def adamw_first_step(p0: float = 1.0, grad: float = 0.5, lr: float = 1e-3,
@@ -249,10 +262,10 @@ def adamw_first_step(p0: float = 1.0, grad: float = 0.5, lr: float = 1e-3,
 @exercise("number", "p0=1、g=0.5 时 torch AdamW 一步之后的 p", solution=adamw_first_step,
           question="参数 `p0 = 1.0`、梯度 `g = 0.5`，"
                    "用 `torch.optim.AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)` 更新**一步**后 `p` 是多少？"
-                   "（先手算，再用对照表里验证过的 MindSpore 优化器算一遍。）")
+                   "答案精确到 ±1e-6。（先手算，再用对照表里验证过的 MindSpore 优化器算一遍。）")
 def ex3(answer) -> bool:
     """Value of p after ONE torch.optim.AdamW step: p0=1.0, grad=0.5, lr=1e-3,
     betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01."""
     return check_number(answer, adamw_first_step(), name="ch13.ex3", rel=0, abs_=1e-6,
-                        hint="第一步的偏差修正让 m̂ = g、v̂ = g²；先做解耦衰减 p·(1 - lr·wd)，"
-                             "再减去 lr·m̂/(√v̂ + eps)。")
+                        hint="回到第 1 节“AdamW 的第一步为什么差这么多”：偏差修正之后第一步的 m̂、v̂ 是什么？"
+                             "再看对照表 AdamW 一行的“注意”：PyTorch 的 AdamW 怎样做权重衰减？")

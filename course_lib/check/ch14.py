@@ -24,26 +24,32 @@ def _lm_batch(rng, rows, length):
 
 
 def _bucket_bug(got_i, got_l, want_i, want_l, inputs, pad_id) -> str:
+    """What differs in the learner's padded batch (which case, which positions), never the fix."""
     t = inputs.shape[1]
     if got_i.shape[1] > want_i.shape[1] and t in HIDDEN_BUCKETS:
-        return f"长度恰好是 {t}（等于一个桶）却补到了更大的桶：条件应是 桶 >= 长度。"
+        return (f"这一批的长度 {t} 恰好等于一个桶，你却把它补到了 {got_i.shape[1]}："
+                "等于桶长的一批放不放得进这个桶？")
     if got_i.shape == want_i.shape and np.array_equal(got_i[:, -t:], inputs) and t < got_i.shape[1]:
-        return "补齐加在了左边：因果模型的真实 token 要从第 0 列开始，只能在右边补齐。"
+        return ("你的填充补在了左边（真实 token 不再从第 0 列开始）：这里的批次不带 attention mask，"
+                "因果注意力里每个真实 token 会看到它前面的哪些位置？位置编号从哪里开始？")
     if got_i.shape == want_i.shape and (got_l[:, t:] == pad_id).all() and t < got_l.shape[1]:
-        return "标签的补齐位置填了 pad_id：应填 -100（IGNORE_INDEX），否则损失会去学“预测填充符”。"
-    return "找到不小于长度的最小桶，在右边补：inputs 用 pad_id，labels 用 -100。"
+        return (f"labels 的填充位置填了 pad_id={pad_id}：这些位置会被算进损失（模型被训练去预测填充符）。"
+                "第 2 节开头的数据整理器怎样让填充位置不计入损失？")
+    return ""
 
 
-@exercise("code", "写 pad_to_bucket：把变长批次右补齐到最小的桶，让编译次数不超过桶数",
+@exercise("code", "写 pad_to_bucket：把变长批次补齐到最小的桶，让编译次数不超过桶数",
           solution=lambda: sol.pad_to_bucket,
-          wrong=((lambda: sol.wrong_left_pad, "左边"), (lambda: sol.wrong_label_pad_id, "-100"),
-                 (lambda: sol.wrong_strict_bucket, "桶 >= 长度")),
+          wrong=((lambda: sol.wrong_left_pad, "补在了左边"), (lambda: sol.wrong_label_pad_id, "labels 的填充位置填了 pad_id"),
+                 (lambda: sol.wrong_strict_bucket, "恰好等于一个桶")),
           targets=("course_lib.migration.compile_stats.bucket_length",
                    "course_lib.migration.compile_stats.pad_batch"),
           question="在第 2 节“分桶填充”的脚手架里写 `my_pad_to_bucket(inputs, labels, buckets, pad_id=0)`："
-                   "`inputs`、`labels` 是 (B, T) 的整数数组，把这一批填充到**能装下它的最小的桶**，"
-                   "返回填充后的 `(inputs, labels)`；填充在哪一边、`labels` 的填充位置填什么，"
-                   "才能让因果语言模型的损失不变？比最大的桶还长时，抛出 `ValueError` 并说明怎么办。")
+                   "`inputs`、`labels` 是 (B, T) 的整数数组，`buckets` 是几个允许的长度（升序），"
+                   "把这一批填充到**能装下它的最小的桶**（T 恰好等于某个桶时就用这个桶），"
+                   "返回填充后的 `(inputs, labels)`；填充在哪一边、`inputs` 和 `labels` 的填充位置各填什么，"
+                   "才能让（不带 attention mask 的）因果语言模型的损失不变？比最大的桶还长时，"
+                   "抛出 `ValueError` 并在消息里说明怎么办。")
 def pad_to_bucket(func) -> bool:
     """``func(inputs, labels, buckets, pad_id)`` -> (inputs, labels) padded to a bucket."""
     def body():
@@ -72,10 +78,10 @@ def pad_to_bucket(func) -> bool:
             observe("超过最大的桶时抛出 ValueError", True, True)
             return
         observe("超过最大的桶时抛出 ValueError", False, True)
-        raise Mismatch(f"长度 {max(HIDDEN_BUCKETS) + 3} 超过了最大的桶，却没有报错：应抛出 ValueError，"
-                       "并说明“加一个更大的桶或截断”。")
-    return run_code_check("ch14.pad_to_bucket", "最小的 桶 >= T；右补齐；labels 补 -100；"
-                          "超过最大桶时 raise ValueError。", body)
+        raise Mismatch(f"长度 {max(HIDDEN_BUCKETS) + 3} 超过了最大的桶 {max(HIDDEN_BUCKETS)}，却没有抛出 "
+                       "ValueError（题目要求在这时报错，并说明怎么办）。")
+    return run_code_check("ch14.pad_to_bucket", "对照第 2 节练习的说明核对输入和返回值：inputs、labels 是 (B, T) "
+                          "的整数数组，返回填充后的 (inputs, labels) 两项。", body)
 
 
 def _dynamic_case():
@@ -106,13 +112,14 @@ def _compiles_once(placeholders) -> int:
 @exercise("code", "写 dynamic_inputs：为 cell.set_inputs 生成占位 Tensor（可变维度写 None，dtype 与输入一致）",
           solution=lambda: sol.dynamic_inputs,
           wrong=((lambda: sol.wrong_fixed_shape, "None"), (lambda: sol.wrong_float32, "dtype"),
-                 (lambda: sol.wrong_batch_axis, "第 1 维")),
+                 (lambda: sol.wrong_batch_axis, "dynamic_axes 是")),
           targets=("course_lib.solutions.ch14.dynamic_inputs",),
           question="在第 2 节“为 `set_inputs` 生成占位符”的脚手架里写 `my_dynamic_inputs(examples, dynamic_axes)`："
                    "`examples` 是一组样例输入（NumPy 数组），"
                    "`dynamic_axes` 是会变化的维度（例如 `(1,)` 表示长度会变）；"
-                   "为每个输入返回一个占位 `Tensor(shape=..., dtype=...)`，"
-                   "可以直接 `cell.set_inputs(*占位符)`。")
+                   "为每个输入返回一个占位 `Tensor(shape=..., dtype=...)`（按输入的顺序放在一个列表里），"
+                   "可以直接 `cell.set_inputs(*占位符)`：秩和 dtype 与样例相同，只有 `dynamic_axes` 里的维度可以变。"
+                   "检查器比较占位符，再在 GRAPH 模式下用它们喂 3 种长度，数编译次数。")
 def dynamic_inputs(func) -> bool:
     """``func(examples, dynamic_axes)`` -> list of placeholders; then a Probe Cell compiles once."""
     from mindspore import Tensor
@@ -136,23 +143,38 @@ def dynamic_inputs(func) -> bool:
             if tuple(g.shape) != tuple(w.shape):
                 dyn = [a for a, n in enumerate(g.shape) if n == -1]
                 hint = ("没有任何一维写成 None：每个新长度都会再编译一次。" if not dyn else
-                        f"写成 None 的是第 {dyn} 维，应是第 1 维（长度）；其余维度写具体大小。")
+                        f"写成 None 的是第 {dyn} 维，而这次的 dynamic_axes 是 {tuple(axes)}。")
                 raise Mismatch(f"第 {i} 个占位符的形状是 {tuple(g.shape)}，应为 {tuple(w.shape)}（-1 即 None）：{hint}")
         n = _compiles_once(got)
         observe("长度 3、5、7 的三次调用的编译次数", n, 1)
         if n != 1:
             raise Mismatch(f"长度 3、5、7 的三次调用编译了 {n} 次，应只编译 1 次。")
-    return run_code_check("ch14.dynamic_inputs", "逐个输入：shape 取样例的形状，dynamic_axes 里的维度换成 None；"
-                          "dtype 取样例的 dtype。", body)
+    return run_code_check("ch14.dynamic_inputs", "对照第 2 节练习的说明核对输入和返回值：examples 是一组 NumPy "
+                          "数组，返回每个输入一个占位 Tensor(shape=..., dtype=...) 的列表。", body)
 
 
 # --------------------------------------------------------------------------- numbers
-@exercise("number", "静态形状下，长度流 (12, 20, 12, 33, 20, 8) 编译几张图", solution=lambda: len(set(STREAM)),
-          question="一串批次的长度依次是 `(12, 20, 12, 33, 20, 8)`。GRAPH_MODE、静态形状：一共编译几张图？")
+TEMPERATURES = (0.7, 0.7, 1.0, 0.7, 0.7, 1.0)      # ex1: a Python float passed with each batch
+
+
+def _graphs_with_scalars() -> int:
+    """Graphs a GRAPH-mode Cell compiles for the calls (x of length STREAM[i], t = TEMPERATURES[i])
+    with t a Python float: the compile key holds the input shapes AND the constant's value
+    (sections 1 and 3). tests/test_check_ch14.py counts the real compilations."""
+    return len(set(zip(STREAM, TEMPERATURES)))
+
+
+@exercise("number", "GRAPH 模式下长度流 (12, 20, 12, 33, 20, 8) 配 Python float 温度：编译几张图",
+          solution=_graphs_with_scalars,
+          question="第 3 节的 `Scale`（`construct(self, x, t)`）在 GRAPH_MODE 下依次被调用 6 次：`x` 是 float32 的 "
+                   f"`(2, T)`，T 依次是 `{STREAM}`；温度 `t` 依次是 `{TEMPERATURES}`，以普通的 Python float 传入。"
+                   "一共编译几张图？答案是一个整数。")
 def ex1(answer) -> bool:
-    """GRAPH mode, static shapes: how many graphs does the stream STREAM compile?"""
-    return check_number(answer, len(set(STREAM)), name="ch14.ex1", integer=True,
-                        hint="静态形状下，每个“没见过的”长度编译一次；重复出现的长度复用已编译的图。")
+    """GRAPH mode: Scale(x, t) over the lengths STREAM with the Python-float temperatures
+    TEMPERATURES: how many graphs?"""
+    return check_number(answer, _graphs_with_scalars(), name="ch14.ex1", integer=True,
+                        hint="回到第 1 节和第 3 节：编译好的图按什么查找（键里有哪些东西）？"
+                             "逐个调用看一看，哪些调用能用上前面已经编译过的图？")
 
 
 def _bucketed() -> int:
@@ -161,12 +183,12 @@ def _bucketed() -> int:
 
 
 @exercise("number", "分桶 (16, 32, 64) 后同一长度流编译几张图", solution=_bucketed,
-          question="同一串批次（长度依次是 `(12, 20, 12, 33, 20, 8)`），分桶填充，桶为 `(16, 32, 64)`："
-                   "一共编译几张图？")
+          question=f"一串批次的长度依次是 `{STREAM}`（没有其他 Python 常量参数），分桶填充，桶为 `{BUCKETS}`："
+                   "GRAPH_MODE 下一共编译几张图？答案是一个整数。")
 def ex2(answer) -> bool:
     """Bucketed padding with BUCKETS: how many graphs for the same stream?"""
     return check_number(answer, _bucketed(), name="ch14.ex2", integer=True,
-                        hint="先把每个长度补齐到不小于它的最小桶，再数用到了几个不同的桶。")
+                        hint="回到第 2 节 bucketed 策略：填充之后，送进模型的是哪几种长度？")
 
 
 def _ex3_answer():
@@ -178,7 +200,7 @@ def _ex3_answer():
 @exercise("number", "set_inputs 的占位符：float16 的 (1, seq_len, 64)，只有 seq_len 可变", solution=_ex3_answer,
           question="写出 `set_inputs` 的参数：float16 的隐藏状态，形状 (1, seq_len, 64)，"
                    "**只有** seq_len 可变（batch 固定为 1、宽度固定为 64）。"
-                   "答案写成 `Tensor(shape=[...], dtype=...)`。")
+                   "答案写成 `Tensor(shape=[...], dtype=...)`（检查器比较它的 dtype 和形状）。")
 def ex3(answer) -> bool:
     """The argument of ``cell.set_inputs`` for float16 hidden states of shape (1, seq_len, 64)
     where ONLY seq_len varies (batch stays 1, width stays 64)."""
@@ -190,4 +212,12 @@ def ex3(answer) -> bool:
             [str(ms.float16), [1, -1, 64]])
     ok = (isinstance(answer, Tensor) and answer.dtype == ms.float16
           and tuple(answer.shape) == (1, -1, 64))
-    return verdict(ok, "只有会变的那一维写 None，不变的维度写具体数字；dtype 要与真实输入一致。", "ch14.ex3")
+    if not isinstance(answer, Tensor):
+        hint = (f"答案是 {type(answer).__name__}：这里要的是一个占位 Tensor，"
+                "写成 Tensor(shape=[...], dtype=...)（第 2 节的表，dynamic 一行）。")
+    elif answer.dtype != ms.float16:
+        hint = f"占位符的 dtype 是 {answer.dtype}，和题目里隐藏状态的 dtype 不一致。"
+    else:
+        hint = (f"占位符的形状是 {list(answer.shape)}（-1 表示 None）：题目说哪几维会变、哪几维固定？"
+                "（第 2 节“常见误区”里关于 set_inputs 的一条）")
+    return verdict(ok, hint, "ch14.ex3")

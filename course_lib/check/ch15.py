@@ -31,11 +31,12 @@ def _peak_gib() -> float:
 @exercise("number", "以 bfloat16 流式装载 InternLM-7B：主机内存峰值是多少 GiB（两位小数）？",
           solution=_peak_gib,
           question="以 bfloat16 流式加载 InternLM-7B（`internlm_7b()`，不需要真的下载），"
-                   "主机内存峰值是多少 GiB（保留两位小数）？先用本章的公式手算。")
+                   "主机内存峰值是多少 GiB（1 GiB = 2**30 字节）？保留两位小数（检查器接受 ±0.006）。"
+                   "用第 3 节的公式手算。")
 def peak_gib(answer) -> bool:
     return check_number(answer, _peak_gib(), name="ch15.peak_gib", abs_=0.006,
-                        hint="峰值 = 全部权重（每个参数 2 字节）+ 最大的那一个张量"
-                             "（InternLM-7B 是 103168 x 4096 的词嵌入 / lm_head）。")
+                        hint="回到第 3 节的峰值公式：全部权重按目标精度一共多少字节？“正在搬运的那一个张量”"
+                             "在 InternLM-7B 里是哪一个、有多大？")
 
 
 def _tokenizer():
@@ -64,15 +65,38 @@ def _no_newline(tokenizer, messages):
     return tokenizer.encode(text)
 
 
+def _prompt_bug(tok, got, want) -> str:
+    """What differs between the learner's ids and the real prompt (never the template)."""
+    bos = want[0]
+    name = "<s>" if bos == tok.token_to_id("<s>") else repr(tok.decode([bos], False))
+    if got == want[1:]:
+        return (f"你的 id 序列比应有的少了最前面的 {name}（id {bos}）："
+                "第 5 节说这两个仓库的 tokenizer.encode 会做什么？")
+    if got.count(bos) > want.count(bos):
+        return (f"你的序列里 {name}（id {bos}）出现了 {got.count(bos)} 次，应有 {want.count(bos)} 次："
+                "是不是分段编码再拼起来了？第 5 节说模板拼好之后怎样编码。")
+    try:
+        text, want_text = tok.decode(got, False), tok.decode(want, False)
+    except Exception:                                   # noqa: BLE001 - ids the tokenizer lacks
+        return ""
+    if text.replace("\n", "") == want_text.replace("\n", ""):
+        return "解码之后，你的文本与应有的只差换行符：对照第 5 节的模板，看每一段结尾有没有换行。"
+    return "对照第 5 节 InternLM-chat 的模板，核对这个位置前后的文本。"
+
+
 @exercise("code", "写 internlm_prompt(tokenizer, messages)：InternLM-chat 的真实提示词 token id",
-          solution=_reference, wrong=((lambda: _no_bos, "<s>"), (lambda: _no_newline, "<eoh>\\n")),
-          targets=("course_lib.conversation.internlm_prompt",),
-          question="不看 `course_lib/conversation.py`，"
-                   "在下面的脚手架里写出 InternLM-chat 的提示词编码函数 `internlm_prompt(tokenizer, messages)`（检查器会在隐藏的多轮对话上和真实格式逐个 id 比对，"
-                   "并指出第一个不同的位置）。", cell="answers")
+          solution=_reference, wrong=((lambda: _no_bos, "少了最前面的"), (lambda: _no_newline, "换行符")),
+          targets=("course_lib.conversation.internlm_prompt",
+                   "course_lib.conversation.chat_format"),      # chat_format(InternLM model, ...) calls it
+          question="不看 `course_lib/conversation.py`，按第 5 节讲的 InternLM-chat 格式（`modeling_internlm.py` 的 "
+                   "`build_inputs`），在下面的脚手架里写提示词的编码函数 `internlm_prompt(tokenizer, messages)`："
+                   "`tokenizer` 是 `cl.load_hf_tokenizer` 读出的分词器，`messages` 是 "
+                   "`[{\"role\": \"user\" 或 \"assistant\", \"content\": 文本}, ...]`，user 与 assistant 交替、"
+                   "最后一条是 user，内容里可能有换行。返回送进模型的完整 token id 列表（第 5 节打印的 "
+                   "InternLM prompt ids 就是这样一个列表）。检查器在隐藏的单轮、多轮对话上"
+                   "与真实格式逐个 id 比对，并指出第一个不同的位置。", cell="answers")
 def internlm_prompt(fn) -> bool:
-    hint = ("模板是 <|User|>:问<eoh>\\n<|Bot|>:答<eoa>\\n …… 最后以 <|User|>:问<eoh>\\n<|Bot|>: 结尾，"
-            "再用 tokenizer.encode 整体编码（会在最前面加 <s>）。")
+    hint = "对照第 5 节 InternLM-chat 的模板和编码方式核对你的函数；返回值是 token id 的列表。"
 
     def body():
         tok, ref = _tokenizer(), _reference()
@@ -81,6 +105,7 @@ def internlm_prompt(fn) -> bool:
             observe(f"第 {n} 段隐藏对话的 token id", got, list(want))
             if got != want:
                 first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-                raise Mismatch(f"第 {first} 个 id 起不同：你的 {got[first:first + 4]}，应为 "
-                               f"{want[first:first + 4]}（{tok.decode(want[first:first + 4], False)!r}）。{hint}")
+                raise Mismatch(f"第 {n} 段隐藏对话（{len(messages)} 条消息）从第 {first} 个 id 起不同："
+                               f"你的 {got[first:first + 4]}，应为 {want[first:first + 4]}"
+                               f"（{tok.decode(want[first:first + 4], False)!r}）。" + _prompt_bug(tok, got, want))
     return run_code_check("ch15.internlm_prompt", hint, body)

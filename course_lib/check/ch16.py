@@ -23,12 +23,12 @@ def _kv_bytes() -> int:
 @exercise("number", "Qwen2.5-0.5B 以 bfloat16 生成时，每个 token 的 KV cache 占多少字节？",
           solution=_kv_bytes,
           question="Qwen2.5-0.5B（24 层，14 个 query 头、2 个 kv 头，head_dim 64）以 bfloat16 生成时，"
-                   "每多一个 token，KV cache 增加多少字节？先手算，再想一想：如果它用普通的多头注意力"
+                   "每多一个 token，KV cache 增加多少字节（一个整数）？先手算，再想一想：如果它用普通的多头注意力"
                    "（14 个 kv 头），这个数会变成几倍？")
 def kv_bytes_per_token(answer) -> bool:
     return check_number(answer, _kv_bytes(), name="ch16.kv_bytes_per_token", abs_=0.5,
-                        hint="每层存 K 和 V 两份，每份是 kv 头数 x head_dim 个数，每个数 2 字节；"
-                             "GQA 只为 2 个 kv 头存缓存，不是 14 个。")
+                        hint="回到 KV cache 缓存的是什么（第 07 章）：每一层、每个 token 存哪些向量？"
+                             "GQA 的模型按哪一种头存（第 1 节打印的 q_heads、kv_heads）？bfloat16 每个数几个字节？")
 
 
 def _reference():
@@ -55,17 +55,40 @@ def _hidden_layouts() -> list:
     return layouts
 
 
+def _row_sources(part, w) -> list:
+    """For each row of ``part``: the index of the equal row of ``w`` (None if none)."""
+    index = {w[i].tobytes(): i for i in range(len(w))}
+    return [index.get(np.ascontiguousarray(r, dtype=w.dtype).tobytes()) for r in part]
+
+
+def _wqkv_bug(got, want, w, heads, kv, d, part) -> str:
+    """Where the learner's rows come from, against where they should (never the reshape)."""
+    third = _thirds(w, heads, kv, d)["qkv".index(part)]
+    if third.shape == got.shape and np.array_equal(got, third):
+        return (f"你的 {part} 是把 w 按 [Q | K | V] 三段切开得到的；题目说 InternLM2 的 wqkv 按 kv 组打包，"
+                "每组是一段。")
+    if got.ndim != 2 or got.shape[1:] != want.shape[1:]:
+        return ""
+    came, should = _row_sources(got, w), _row_sources(want, w)
+    for row, (c, s) in enumerate(zip(came, should)):
+        if c != s:
+            src = "w 里没有这样的行" if c is None else f"取自 w 的第 {c} 行"
+            return (f"{part} 的第 {row} 行（第 {row // d} 个头的第 {row % d} 行）{src}，应取自 w 的第 {s} 行"
+                    f"（w 的第 {s} 行属于第 {s // ((heads // kv + 2) * d)} 个 kv 组）。")
+    return ""
+
+
 @exercise("code", "写 unpack_wqkv(w, num_heads, num_kv_heads, head_dim)：InternLM2 按组打包的 wqkv -> q, k, v",
-          solution=_reference, wrong=((lambda: _thirds, "按 kv 组"), (lambda: _k_v_swapped, "先 k 后 v")),
+          solution=_reference, wrong=((lambda: _thirds, "[Q | K | V] 三段"), (lambda: _k_v_swapped, "k 和 v 拿反了")),
           targets=("course_lib.families.unpack_wqkv",),
           question="InternLM2 的 `wqkv` 不是 [Q | K | V] 三段，而是每个 kv 组一段：该组的 G 个 query 头、"
-                   "1 个 k 头、1 个 v 头（G = num_heads / num_kv_heads）。在脚手架里写 "
+                   "1 个 k 头、1 个 v 头（G = num_heads / num_kv_heads），每个头 head_dim 行。在脚手架里写 "
                    "`unpack_wqkv(w, num_heads, num_kv_heads, head_dim)`，把 NumPy 的 `w`（行数 "
-                   "(num_heads + 2·num_kv_heads)·head_dim）拆成 Llama 布局的 `q, k, v` 三个矩阵"
-                   "（检查器在隐藏的 GQA / MQA 形状上逐个比对）。", cell="answers")
+                   "(num_heads + 2·num_kv_heads)·head_dim，列数任意）拆成 Llama 布局的三个矩阵，按 q、k、v 的顺序"
+                   "返回：q 有 num_heads·head_dim 行、k 和 v 各有 num_kv_heads·head_dim 行，都按头的顺序排列，"
+                   "列数与 `w` 相同（检查器在隐藏的 GQA / MQA 形状上逐行比对）。", cell="answers")
 def unpack_wqkv(fn) -> bool:
-    hint = ("w.reshape(num_kv_heads, G + 2, head_dim, -1)：每组前 G 个是 query 头，"
-            "接着 1 个 k 头、1 个 v 头；按组把它们分别拼起来（按 kv 组的顺序）。")
+    hint = "对照题目核对输入和返回值：w 是一个二维 NumPy 数组，返回三个二维数组（q、k、v）。"
 
     def body():
         rng = hidden_rng(161)
@@ -73,14 +96,15 @@ def unpack_wqkv(fn) -> bool:
             w = rng.standard_normal(((heads + 2 * kv) * d, n)).astype(np.float32)
             got, want = fn(w, heads, kv, d), _reference()(w, heads, kv, d)
             if not isinstance(got, (tuple, list)) or len(got) != 3:
-                raise Mismatch(f"要返回 (q, k, v) 三个矩阵，得到的是 {type(got).__name__}。{hint}")
+                observe("返回值的项数", len(got) if isinstance(got, (tuple, list)) else None, 3)
+                raise Mismatch(f"要返回三个矩阵（q、k、v），得到的是 {type(got).__name__}。")
             if np.array_equal(np.asarray(got[1]), want[2]) and np.array_equal(np.asarray(got[2]), want[1]):
                 observe("k", np.asarray(got[1], np.float32), want[1])
-                raise Mismatch(f"k 和 v 拿反了：每个 kv 组里先 k 后 v。{hint}")
+                raise Mismatch("k 和 v 拿反了：你的 k 是应有的 v，你的 v 是应有的 k（题目里每个 kv 组内头的顺序）。")
             for part, g, e in zip("qkv", got, want):
                 g = np.asarray(g, np.float32)
                 observe(f"{heads} 个 query 头 / {kv} 个 kv 头的 {part}", g, e)
                 if g.shape != e.shape or not np.array_equal(g, e):
                     raise Mismatch(f"{heads} 个 query 头、{kv} 个 kv 头、head_dim {d} 时 {part} 不对"
-                                   f"（形状 {g.shape}，应为 {e.shape}）。{hint}")
+                                   f"（形状 {g.shape}，应为 {e.shape}）。" + _wqkv_bug(g, e, w, heads, kv, d, part))
     return run_code_check("ch16.unpack_wqkv", hint, body)

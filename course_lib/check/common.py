@@ -254,6 +254,16 @@ def check_number(answer, expected, *, name: str, hint: str, rel: float = 1e-6,
     return verdict(ok, hint, name)
 
 
+def recognised(answer, slips, default: str, *, rel: float = 1e-9, abs_: float = 0.0) -> str:
+    """The hint for a wrong number: the text of the first ``(text, value)`` of ``slips`` (the
+    result of a known wrong path: a number or a list of numbers) that ``answer`` equals
+    within ``rel`` / ``abs_`` (``close``), else ``default``. Never raises."""
+    for text, value in slips:
+        if close(answer, value, rel, abs_):
+            return text
+    return default
+
+
 # --------------------------------------------------------------------------- code
 NOT_ATTEMPTED = "⏳ 还没有实现：把脚手架里的 raise NotImplementedError 换成你的代码。"
 

@@ -69,10 +69,13 @@ def _runs(tokens: list[str], n: int = RUN) -> set[tuple[str, ...]]:
 def solution_runs(solution_source: str, scaffold: str = "", taught=()) -> set[tuple[str, ...]]:
     """The token runs of a solution that its scaffold does not already show, nor touch a
     snippet the chapter teaches on purpose (``Exercise.taught``: the API the exercise is
-    about, e.g. ``cb = run_context.original_args()``)."""
+    about, e.g. ``cb = run_context.original_args()``), nor a ``def`` whose name the scaffold
+    defines (the signature is given)."""
     tokens = code_tokens(_without_comments(solution_source))
-    shown = _runs(code_tokens(_without_comments(scaffold))) if scaffold else set()
+    given = code_tokens(_without_comments(scaffold)) if scaffold else []
+    shown = _runs(given)
     spans = [code_tokens(t) for t in taught]
+    spans += [["def", given[i + 1]] for i in range(len(given) - 1) if given[i] == "def"]
     keep = set()
     for i in range(len(tokens) - RUN + 1):
         run = tuple(tokens[i:i + RUN])

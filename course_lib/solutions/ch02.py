@@ -16,7 +16,7 @@ class LabelSmoothingCE(nn.Cell):
         log_probs = ops.log_softmax(logits.astype("float32"), axis=-1)
         one_hot = ops.one_hot(labels, num_classes, 1.0, 0.0)
         target = (1.0 - self.smoothing) * one_hot + self.smoothing / num_classes
-        return -(target * log_probs).sum(axis=-1).mean()
+        return -(target * log_probs).sum(-1).mean()
 
 
 class F1(Metric):
@@ -55,13 +55,13 @@ class wrong_loss_k_minus_1(LabelSmoothingCE):
         log_probs = ops.log_softmax(logits.astype("float32"), axis=-1)
         one_hot = ops.one_hot(labels, num_classes, 1.0, 0.0)
         target = (1.0 - self.smoothing) * one_hot + (1.0 - one_hot) * self.smoothing / (num_classes - 1)
-        return -(target * log_probs).sum(axis=-1).mean()
+        return -(target * log_probs).sum(-1).mean()
 
 
 class wrong_loss_no_smoothing(LabelSmoothingCE):
     def construct(self, logits, labels):
         log_probs = ops.log_softmax(logits.astype("float32"), axis=-1)
-        return -(ops.one_hot(labels, logits.shape[-1], 1.0, 0.0) * log_probs).sum(axis=-1).mean()
+        return -(ops.one_hot(labels, logits.shape[-1], 1.0, 0.0) * log_probs).sum(-1).mean()
 
 
 class wrong_f1_last_batch(F1):

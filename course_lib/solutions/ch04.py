@@ -8,7 +8,8 @@ class HalveLR(Callback):
     """After every step, write lr / 2 into the optimizer's learning-rate Parameter."""
 
     def on_train_step_end(self, run_context):
-        lr = run_context.original_args().optimizer.learning_rate
+        cb = run_context.original_args()
+        lr = cb.optimizer.learning_rate
         ops.assign(lr, Tensor(float(lr.asnumpy()) * 0.5, ms.float32))
 
 

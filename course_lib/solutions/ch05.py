@@ -72,3 +72,13 @@ def wrong_step_by_value(net, loss_fn, optimizer, inputs, labels, clip):
     norm = ops.sqrt(sum((g ** 2).sum() for g in grads))
     optimizer(tuple(ops.clip_by_value(g, -clip, clip) for g in grads))
     return loss, norm
+
+
+def wrong_step_norm_after(net, loss_fn, optimizer, inputs, labels, clip):
+    """Logs the norm AFTER clipping (what the optimizer saw), not the one before."""
+    def forward(x, y):
+        return loss_fn(net(x), y)
+    loss, grads = ms.value_and_grad(forward, None, optimizer.parameters)(inputs, labels)
+    grads = ops.clip_by_global_norm(grads, clip)
+    optimizer(grads)
+    return loss, ops.sqrt(sum((g ** 2).sum() for g in grads))

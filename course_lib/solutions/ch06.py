@@ -90,13 +90,11 @@ def attention_bias(query_len, key_len, attention_mask=None, slopes=None):
     plus slope_h * (pos_key - pos_query) with ALiBi. The T queries are the LAST T of the S
     tokens (with a KV cache, S - T tokens came before); positions count real tokens only."""
     past = key_len - query_len
-    allowed = np.arange(key_len)[None, :] <= np.arange(query_len)[:, None] + past     # (T, S)
-    allowed = allowed[None, None]                                                    # (1, 1, T, S)
-    positions = np.arange(key_len)[None]                                             # (1, S)
-    if attention_mask is not None:
-        mask = np.asarray(attention_mask).astype(bool)                               # (B, S)
-        allowed = allowed & mask[:, None, None, :]
-        positions = np.maximum(np.cumsum(mask, -1) - 1, 0)
+    causal = np.arange(key_len)[None, :] <= np.arange(query_len)[:, None] + past      # (T, S)
+    real = (np.ones((1, key_len), bool) if attention_mask is None                     # (B|1, S)
+            else np.asarray(attention_mask).astype(bool))
+    allowed = causal[None, None] & real[:, None, None, :]                            # (B|1, 1, T, S)
+    positions = np.maximum(np.cumsum(real, -1) - 1, 0)                               # real tokens only
     bias = np.where(allowed, 0.0, -1e4)
     if slopes is not None:
         slopes = np.asarray(slopes, np.float64)[None, :, None, None]                # (1, H, 1, 1)
@@ -170,3 +168,12 @@ class wrong_layer_no_residual(DecoderLayer):
     def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
         x = x + self.self_attn(self.input_layernorm(x), bias, cos, sin, cache, layer_idx)
         return self.mlp(self.post_attention_layernorm(x))
+
+
+class wrong_layer_fixed_projection(DecoderLayer):
+    """Builds Baichuan's attention for every model: fused W_pack, no biases, whatever the config."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        c = config
+        self.self_attn = layers.Attention(c.hidden_size, c.num_heads, std=c.init_std)

@@ -41,6 +41,14 @@ class wrong_lora_no_base(LoRADense):
         return ops.dense(ops.dense(x, self.lora_A), self.lora_B) * self.scaling
 
 
+class wrong_lora_super_twice(LoRADense):
+    """Takes the base from ``super().construct`` (the library's LoRADense: already with the
+    detour) and adds the detour again."""
+
+    def construct(self, x):
+        return super().construct(x) + ops.dense(ops.dense(x, self.lora_A), self.lora_B) * self.scaling
+
+
 # ------------------------------------------------------------------ 2. replace a layer by its dotted name
 def replace_layer(model: nn.Cell, name: str, new: nn.Cell) -> None:
     """Put ``new`` where ``model``'s sub-Cell ``name`` (e.g. ``model.layers.0.self_attn.q_proj``)

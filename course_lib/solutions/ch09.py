@@ -26,6 +26,12 @@ def wrong_fold_transposed(W, A, B, alpha, r):
     return W.T + (A.T @ B.T) * (alpha / r)
 
 
+def wrong_fold_inverted(W, A, B, alpha, r):
+    """Scales by r / alpha instead of alpha / r."""
+    W, A, B = (np.asarray(t, np.float64) for t in (W, A, B))
+    return W + (B @ A) * (r / alpha)
+
+
 def wrong_fold_delta_only(W, A, B, alpha, r):
     """Returns the update without the base weight."""
     return (np.asarray(B) @ np.asarray(A)) * (alpha / r)

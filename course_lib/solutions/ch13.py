@@ -2,22 +2,24 @@
 from __future__ import annotations
 
 import numpy as np
-from mindspore import nn, ops
+from mindspore import nn
 
 
 class FeedForwardBlock(nn.Cell):
-    """MindSpore translation of ``check.ch13.torch_block()``: x + fc2(gelu(fc1(norm(x)))).
-    Same attribute names as the torch module, so checkpoint keys map one to one; PyTorch's
-    defaults spelled out (LayerNorm eps 1e-5, exact erf GELU)."""
+    """MindSpore translation of ``check.ch13.torch_block()``: x + fc2(act(fc1(norm(x)))).
+    Same attribute names as the torch module, so checkpoint keys map one to one; every
+    constructor argument of the torch module spelled out in MindSpore's terms (the
+    defaults differ: LayerNorm epsilon 1e-7, GELU tanh, Dense with a bias)."""
 
-    def __init__(self, hidden: int, inner: int):
+    def __init__(self, hidden, inner):
         super().__init__()
-        self.norm = nn.LayerNorm((hidden,), epsilon=1e-5)      # torch default; MindSpore's is 1e-7
+        self.norm = nn.LayerNorm((hidden,), epsilon=1e-6)      # torch: LayerNorm(hidden, eps=1e-6)
         self.fc1 = nn.Dense(hidden, inner)                    # weight (out, in) as in torch
-        self.fc2 = nn.Dense(inner, hidden)
+        self.act = nn.GELU(approximate=True)                  # torch: GELU(approximate="tanh")
+        self.fc2 = nn.Dense(inner, hidden, has_bias=False)    # torch: Linear(..., bias=False)
 
     def construct(self, x):
-        return x + self.fc2(ops.gelu(self.fc1(self.norm(x)), approximate="none"))
+        return x + self.fc2(self.act(self.fc1(self.norm(x))))
 
 
 def convert_state_dict(state: dict, module_types: dict) -> dict:
@@ -36,29 +38,35 @@ def convert_state_dict(state: dict, module_types: dict) -> dict:
 
 # ---- realistic wrong solutions ----------------------------------------------------------
 class wrong_default_eps(FeedForwardBlock):  # noqa: N801
-    """Copies the constructor call: nn.LayerNorm((hidden,)) with MindSpore's epsilon 1e-7."""
+    """Copies the constructor call without eps: nn.LayerNorm((hidden,)), MindSpore's 1e-7."""
 
     def __init__(self, hidden, inner):
         super().__init__(hidden, inner)
         self.norm = nn.LayerNorm((hidden,))
 
 
-class wrong_tanh_gelu(FeedForwardBlock):  # noqa: N801
-    """nn.GELU() — MindSpore's default is the tanh approximation; torch's F.gelu is exact."""
+class wrong_table_eps(FeedForwardBlock):  # noqa: N801
+    """Copies the mapping table's row (epsilon=1e-5, torch's DEFAULT) instead of this module's eps."""
 
     def __init__(self, hidden, inner):
         super().__init__(hidden, inner)
-        self.act = nn.GELU()
-
-    def construct(self, x):
-        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+        self.norm = nn.LayerNorm((hidden,), epsilon=1e-5)
 
 
-class wrong_no_residual(FeedForwardBlock):  # noqa: N801
-    """Forgets the ``x +``."""
+class wrong_exact_gelu(FeedForwardBlock):  # noqa: N801
+    """Copies the table's GELU row (exact erf) although this module asks for the tanh form."""
 
-    def construct(self, x):
-        return self.fc2(ops.gelu(self.fc1(self.norm(x)), approximate="none"))
+    def __init__(self, hidden, inner):
+        super().__init__(hidden, inner)
+        self.act = nn.GELU(approximate=False)
+
+
+class wrong_fc2_bias(FeedForwardBlock):  # noqa: N801
+    """nn.Dense(inner, hidden): a bias the torch module's fc2 does not have."""
+
+    def __init__(self, hidden, inner):
+        super().__init__(hidden, inner)
+        self.fc2 = nn.Dense(inner, hidden)
 
 
 def wrong_rename_all(state, module_types):
