@@ -1,8 +1,9 @@
 """Measurements that notebooks plot and benchmarks print (kept out of the teaching modules).
 
 * ``decode_ms_by_position`` — milliseconds per generated token at each position, with the
-  KV cache (the compiled decode step ``generate`` uses: flat) or without it (the whole
-  sequence recomputed every step: grows with the position) — notebook 07's plot;
+  KV cache (the compiled decode step ``generate`` uses, or the PyNative step with a growing
+  cache: flat) or without it (the whole sequence recomputed every step in PyNative: grows
+  with the position) — notebook 07's plot, benchmarks/bench_kv_cache.py;
 * ``static_generate`` / ``pynative_step_seconds`` — seconds per decode step of the compiled
   engine (PyNative or GRAPH) and of the PyNative growing-cache step (notebook 12);
 * ``pynative_dispatch_ms`` — PyNative's asynchronous vs blocking operator dispatch, each in
@@ -27,6 +28,7 @@ from .generation import cache_bucket, compiled_prefill, decode_step, eos_set, pr
 @dataclass
 class DecodeTimes:
     use_cache: bool
+    compiled: bool                 # with the cache: the compiled engine (else PyNative)
     positions: np.ndarray          # sequence length after each timed step
     ms: np.ndarray                 # milliseconds of that step
     tokens: list                   # the generated ids (greedy), for the same-output check
@@ -38,14 +40,18 @@ class DecodeTimes:
 
 
 def decode_ms_by_position(model, prompt_ids, new_tokens: int, use_cache: bool = True,
-                          warmup: bool = True, repeats: int = 1) -> DecodeTimes:
+                          warmup: bool = True, repeats: int = 1,
+                          compiled: bool = True) -> DecodeTimes:
     """Greedy-decode ``new_tokens`` after ``prompt_ids`` (one sequence) and time every step;
     with ``repeats`` > 1 the whole decode runs that many times and each position keeps its
     fastest time (a busy machine's spikes do not survive the minimum).
 
     With the cache the step is ``generate``'s compiled engine (``warmup`` first runs it once
-    so compilation is not on the curve); without it every step recomputes the whole
-    sequence in PyNative mode, like ``generate(..., use_cache=False)``."""
+    so compilation is not on the curve), or with ``compiled=False`` the PyNative step whose
+    ``KVCache`` grows by one row per token (``generation.decode_step``); without the cache
+    every step recomputes the whole sequence in PyNative mode, like ``generate(...,
+    use_cache=False)``. ``compiled=False`` against ``use_cache=False`` changes one thing:
+    the cache."""
     prompt = [int(t) for t in prompt_ids]
     total = len(prompt) + new_tokens
     if new_tokens < 2 or total > model.config.max_seq_len or repeats < 1:
@@ -53,20 +59,21 @@ def decode_ms_by_position(model, prompt_ids, new_tokens: int, use_cache: bool = 
                          f"{model.config.max_seq_len} and repeats >= 1, got {len(prompt)} + "
                          f"{new_tokens}, repeats {repeats}")
     load = os.getloadavg()
-    slots = cache_bucket(total, model.config.max_seq_len)
-    if use_cache and warmup:
+    engine = use_cache and compiled
+    slots = cache_bucket(total, model.config.max_seq_len) if engine else None
+    if engine and warmup:
         compiled_prefill(model, [prompt], slots)
-    runs = [_timed_greedy(model, prompt, new_tokens, slots if use_cache else None)
-            for _ in range(repeats)]
+    runs = [_timed_greedy(model, prompt, new_tokens, use_cache, slots) for _ in range(repeats)]
     tokens, positions, _ = runs[0]
     ms = np.min([r[2] for r in runs], 0)
-    return DecodeTimes(use_cache, np.asarray(positions), ms, tokens, load)
+    return DecodeTimes(use_cache, engine, np.asarray(positions), ms, tokens, load)
 
 
-def _timed_greedy(model, prompt, new_tokens, slots):
-    """(tokens, positions, ms per step) of one greedy decode; ``slots`` None = no cache."""
+def _timed_greedy(model, prompt, new_tokens, use_cache: bool, slots):
+    """(tokens, positions, ms per step) of one greedy decode: the compiled engine when
+    ``slots`` is given, else PyNative with or without a growing cache."""
     if slots is None:
-        state = prefill(model, [prompt], use_cache=False)
+        state = prefill(model, [prompt], use_cache=use_cache)
     else:
         state = compiled_prefill(model, [prompt], slots)
     tokens, positions, ms = [], [], []

@@ -18,12 +18,14 @@ def model():
     return BaichuanForCausalLM(baichuan.tiny(hidden_size=32, num_layers=2, num_heads=4))
 
 
-@pytest.mark.parametrize("use_cache", [True, False])
-def test_decode_times_follow_generate(model, use_cache):
-    run = decode_ms_by_position(model, PROMPT, 6, use_cache=use_cache)
+@pytest.mark.parametrize("use_cache, compiled", [(True, True), (True, False), (False, True)])
+def test_decode_times_follow_generate(model, use_cache, compiled):
+    """The compiled engine, the PyNative growing cache and the recompute decode the same ids."""
+    run = decode_ms_by_position(model, PROMPT, 6, use_cache=use_cache, compiled=compiled)
     assert run.tokens == generate(model, [PROMPT], 6)[0]
     assert run.positions.tolist() == [6, 7, 8, 9, 10]      # prompt 5 + each fed token
     assert run.ms.shape == (5,) and np.all(run.ms > 0) and run.use_cache == use_cache
+    assert run.compiled == (use_cache and compiled)
 
 
 def test_repeats_keep_the_fastest_time_per_position(model):
