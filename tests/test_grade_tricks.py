@@ -162,3 +162,29 @@ def test_the_data_is_judged_here_even_when_the_reader_is_bypassed(name):
     references = sandbox.references_from([EX], ref)
     result = sandbox.verdicts_from((EX,), child, references)[EX] if ls == "ok" else None
     assert result is None or result.verdict != "pass", (name, result)
+
+
+def test_a_refused_statement_takes_only_its_own_answers():
+    """In a cell of several answers the reader refuses one statement, not the cell: the
+    answers that call it or use what it defined are decided by it, the others still run;
+    reading a signature with ``inspect`` (as a question may invite) is not refused."""
+    from course_lib.grade.audit import read_cell
+    setup = "import inspect\nfrom mindspore import nn\n"
+    names = ["ch13.ex1", "ch13.ex2", "ch13.ex3"]
+    registered = {f"course_lib.check.{n}" for n in names}
+    code = ("eps = inspect.signature(nn.LayerNorm).parameters['epsilon'].default\n"
+            "ch13.ex1(eps)\n"
+            "import sys\n"
+            "big = sys.maxsize\n"
+            "ch13.ex2(big)\n"
+            "ch13.ex3(0.999)\n")
+    reading = read_cell(code, setup, names, (), registered)
+    assert reading.finding is None
+    assert set(reading.refused) == {"ch13.ex2"} and reading.refused["ch13.ex2"].verdict == "error"
+    assert "（第 3 行）" in reading.refused["ch13.ex2"].reason or "（第 4 行）" in reading.refused["ch13.ex2"].reason
+    ran = reading.code.splitlines()
+    assert ran[0] == code.splitlines()[0] and ran[1] == "ch13.ex1(eps)" and ran[5] == "ch13.ex3(0.999)"
+    assert ran[2].startswith("raise RuntimeError(") and len(ran) == 6       # line numbers kept
+    solo = read_cell("from course_lib.solutions import ch06\nch06.ex1(1)\n", "", ["ch06.rms_norm"],
+                     (), {"course_lib.check.ch06.rms_norm"})
+    assert solo.finding is not None and solo.finding.verdict == "borrowed"    # one exercise: all or nothing

@@ -101,41 +101,49 @@ def _plan(learners: dict, cells: dict) -> tuple[dict, list]:
     return decided, tasks
 
 
-def _read(code: str, pieces: list, cell, registry, registered) -> audit.Finding | None:
-    """The static reader's verdict on the cell and the learner's statements of its context
-    (the names of the whole context resolve the cell's). A learner's import or configuration
-    call that the cell does not need is dropped from the context instead (an ``import sys``
-    left in an earlier cell does not make the exercise an error)."""
+def _read(task, registry, registered) -> audit.Reading:
+    """The static reader's verdict on the cell (``audit.read_cell``: a number cell statement
+    by statement) and on the learner's statements of its context (the names of the whole
+    context resolve the cell's). A learner's import or configuration call that the cell does
+    not need is dropped from the context instead (an ``import sys`` left in an earlier cell
+    does not make the exercise an error)."""
+    cell, pieces = task.cell, task.pieces
     targets = [t for ex in cell.exercises for t in registry[ex].targets]
     names = cell.setup + "".join(p.code + "\n" for p in pieces)
-    finding = audit.audit(code, names, cell.exercises, targets, registered)
     for p in [p for p in pieces if p.learner]:
         found = audit.audit(p.code, names, cell.exercises, targets, registered)
-        if found is not None and finding is None:
-            needed = context.bound_names(context.statements(p.code)[0]) & \
-                context.free_names(context.statements(code) or [])
-            if needed or not context.is_configuration(context.statements(p.code)[0]):
-                finding = audit.Finding(found.verdict, f"前面第 {p.cell + 1} 个代码单元（第 "
-                                        f"{p.line} 行起）{found.reason}")
-            else:
-                pieces.remove(p)
-    return finding
+        if found is None:
+            continue
+        needed = context.bound_names(context.statements(p.code)[0]) & \
+            context.free_names(context.statements(task.code) or [])
+        if needed or not context.is_configuration(context.statements(p.code)[0]):
+            return audit.Reading(audit.Finding(found.verdict, f"前面第 {p.cell + 1} 个代码单元（第 "
+                                               f"{p.line} 行起）{found.reason}"), {}, task.code)
+        pieces.remove(p)
+    return audit.read_cell(task.code, names, cell.exercises, targets, registered)
+
+
+def _refusal(finding: audit.Finding, what: str) -> Result:
+    if finding.verdict == "borrowed":
+        return Result("borrowed", finding.reason)
+    return Result("error", f"评分器没有运行{what}：它{finding.reason}。练习单元里只写题目要的代码，再调用检查函数。")
 
 
 def _audited(tasks: list, decided: dict) -> list:
-    """The tasks whose cell may run; the others decided here (borrowed / error)."""
+    """The tasks whose cell may run (refused statements replaced); the others decided here
+    (borrowed / error), and so are the answers of a number cell that a refused statement gave."""
     from ..check import all_exercises
     registry = all_exercises()
     registered = {f"course_lib.check.{name}" for name in registry}
     runnable = []
     for task in tasks:
-        finding = _read(task.code, task.pieces, task.cell, registry, registered)
-        if finding is None:
-            runnable.append(task)
-        else:
-            hint = finding.reason if finding.verdict == "borrowed" else \
-                f"评分器没有运行这个单元：它{finding.reason}。练习单元里只写题目要的代码，再调用检查函数。"
-            decided[task.who].update({ex: Result(finding.verdict, hint) for ex in task.cell.exercises})
+        reading = _read(task, registry, registered)
+        if reading.finding is not None:
+            decided[task.who].update({ex: _refusal(reading.finding, "这个单元") for ex in task.cell.exercises})
+            continue
+        task.code = reading.code
+        task.refused = {ex: _refusal(f, "这一句") for ex, f in reading.refused.items()}
+        runnable.append(task)
     return runnable
 
 
@@ -164,6 +172,7 @@ def _run_and_judge(tasks: list, decided: dict, timeout: float, jobs) -> None:
         else:
             decided[task.who].update(sandbox.verdicts_from(task.cell.exercises, value, references,
                                                            timeout))
+        decided[task.who].update(task.refused)
 
 
 def grade(submissions_dir, out_csv=None, html=None, timeout: float = DEFAULT_TIMEOUT,

@@ -32,6 +32,7 @@ class Attempt:
     pieces: list                       # context.Piece
     index: int                         # the cell's position among the notebook's code cells
     key: int = 0
+    refused: dict = field(default_factory=dict)   # exercise -> Result of a statement not run
 
 
 @dataclass

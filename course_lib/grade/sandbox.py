@@ -22,6 +22,7 @@ import time
 import traceback
 
 from ..runtime import Isolated, IsolatedError, IsolatedTimeout
+from .audit import called
 from .judge import VERDICTS, BadData, Result, decode_record, encode_record, judge  # noqa: F401
 
 MAX_OUTPUT = 64_000                   # characters of a cell's stdout+stderr kept in the child
@@ -83,19 +84,6 @@ def limit_file_size(limit: int = MAX_FILE_BYTES) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
-def _called(stmt, exercises) -> list[str]:
-    """The exercises whose checker a statement calls (``chNN.name(...)`` anywhere in it)."""
-    import ast
-    found = []
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                isinstance(node.func.value, ast.Name):
-            name = f"{node.func.value.id}.{node.func.attr}"
-            if name in exercises and name not in found:
-                found.append(name)
-    return found
-
-
 def _run_context(context: list, namespace: dict, seconds: float | None = None,
                  max_output: int = MAX_OUTPUT) -> list[dict]:
     """Run the earlier cells' statements an exercise needs (``grade.context``), each on its
@@ -137,7 +125,7 @@ def _run_statements(code: str, namespace: dict, exercises) -> list[dict]:
             raise                                            # the cell's time is up
         except BaseException as err:                         # noqa: BLE001 - SystemExit too
             errors.append({"line": stmt.lineno, "error": _describe(err),
-                           "calls": _called(stmt, exercises)})
+                           "calls": called(stmt, exercises)})
     return errors
 
 
