@@ -101,7 +101,7 @@ def _loss_cases():
 
 @exercise("code", "写一个带 label smoothing 的交叉熵损失 Cell（可直接交给 Model 的 loss_fn）",
           solution=_sol("LabelSmoothingCE"),
-          wrong=((_sol("wrong_loss_sum"), "sum"), (_sol("wrong_loss_k_minus_1"), "K-1"),
+          wrong=((_sol("wrong_loss_sum"), "在 batch 上是怎样合起来"), (_sol("wrong_loss_k_minus_1"), "K-1"),
                  (_sol("wrong_loss_no_smoothing"), "smoothing")),
           targets=("mindspore.nn.CrossEntropyLoss", "mindspore.ops.cross_entropy",
                    "mindspore.mint.nn.CrossEntropyLoss", "mindspore.mint.nn.functional.cross_entropy"),
@@ -134,7 +134,7 @@ def label_smoothing_loss(cls) -> bool:
             one_hot = np.eye(classes)[labels]
             k1 = (1 - s) * one_hot + (1 - one_hot) * s / (classes - 1)
             bug = diagnose(got, {
-                f"batch={batch} 时正好是正确值的 {batch} 倍：对 batch 求了 sum，应取 mean。":
+                f"batch={batch} 时随 batch 变大，batch=1 时却对：损失在 batch 上是怎样合起来的？对照题目里损失的定义。":
                     lambda: want * batch if batch > 1 else None,
                 "平滑的质量只分给了 K-1 个错误类别：nn.CrossEntropyLoss 的约定是 K 个类都分 s/K。":
                     lambda: -(k1 * log_p).sum(-1).mean() if s > 0 else None,

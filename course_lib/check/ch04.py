@@ -153,28 +153,54 @@ HALVE_HINT = ("回到第 2 节：学习率是优化器里的一个 Parameter，�
               "减半发生在这一步用完之后，并且从当前的学习率出发。")
 
 
-def _dry_run(callback) -> None:
+REPLACED_HINT = ("你的回调把一个新的值赋给了 optimizer.learning_rate 这个属性：第 2 节常见误区讲过，"
+                 "编译好的更新步骤读不到这样换上的值（PyNative 下它读到的是已经释放的内存，量出来的数每次都不一样）。"
+                 "学习率要写进原来那个 Parameter（题目里说了用什么）。")
+
+
+def _dry_run(callback) -> bool:
     """Call the step hooks once outside Model.train, so a scaffold's NotImplementedError is
-    reported as "not implemented yet" (other errors are left for the probe to report)."""
+    reported as "not implemented yet" (other errors are left for the probe to report).
+    Returns whether the hooks REPLACED ``optimizer.learning_rate`` (an attribute assignment:
+    the chapter's pitfall, whose probe would read freed memory in PyNative)."""
     import mindspore as ms
     import numpy as np
     from mindspore import nn
     from mindspore.train import RunContext
+
+    class Watched(nn.SGD):
+        def __setattr__(self, name, value):
+            if name == "learning_rate" and self.__dict__.get("_watching"):
+                self.__dict__["_replaced"] = True
+            super().__setattr__(name, value)
     w = ms.Parameter(ms.Tensor(np.zeros(1, np.float32)), name="w")
-    context = RunContext(_Params(optimizer=nn.SGD([w], learning_rate=0.1), cur_step_num=1,
-                                 cur_epoch_num=1, net_outputs=ms.Tensor(0.0)))
+    opt = Watched([w], learning_rate=0.1)
+    opt.__dict__["_watching"] = True
+    context = RunContext(_Params(optimizer=opt, cur_step_num=1, cur_epoch_num=1,
+                                 net_outputs=ms.Tensor(0.0)))
     for hook in (callback.on_train_step_begin, callback.on_train_step_end):
         try:
             hook(context)
         except NotImplementedError:
             raise
         except Exception:                              # noqa: BLE001 - the probe reports it
-            return
+            break
+    return bool(opt.__dict__.get("_replaced"))
+
+
+def _error_hint(error: str) -> str:
+    """What a callback that raised inside ``Model.train`` got wrong, from the error text."""
+    if error.startswith("TypeError") and ("64" in error or "data type" in error.lower()):
+        return "写回的值的 dtype 和学习率 Parameter（float32）不一致：写进去的值的 dtype 要和它一样。"
+    if error.startswith("TypeError"):
+        return "learning_rate 是 Parameter：写回的值要是和它同 dtype、同形状的 Tensor（第 2 节）。"
+    return HALVE_HINT
 
 
 @exercise("code", "写一个每步结束后把学习率减半的回调（用 probe_lr 量实际学习率）",
           solution=_sol("HalveLR"),
-          wrong=((_sol("wrong_halve_attribute"), "ops.assign"), (_sol("wrong_halve_at_begin"), "第一步"),
+          wrong=((_sol("wrong_halve_attribute"), "这个属性"), (_sol("wrong_halve_attribute_tensor"), "这个属性"),
+                 (_sol("wrong_halve_float64"), "dtype 和学习率"), (_sol("wrong_halve_at_begin"), "第一步"),
                  (_sol("wrong_halve_from_initial"), "只减半了一次")),
           targets=("course_lib.callbacks.AssignLR",),
           # the API of section 2, shown there on purpose (NaiveLRSetter, AssignLR): how a
@@ -191,8 +217,10 @@ def halve_lr(cls) -> bool:
     measure 0.1, 0.05, 0.025, 0.0125."""
     def body():
         from ..callbacks import probe_lr
-        _dry_run(cls())                                # NotImplementedError surfaces here
         want = [round(x, 6) for x in HALVED]
+        if _dry_run(cls()):                            # NotImplementedError surfaces here
+            observe("回调是否替换了 optimizer.learning_rate 这个属性", True, False)
+            raise Mismatch(REPLACED_HINT)
         for mode in ("pynative", "graph"):
             where = f"{mode} 模式下探针实测"
             try:
@@ -204,9 +232,7 @@ def halve_lr(cls) -> bool:
             if isinstance(got, str):
                 if got.startswith("NotImplementedError"):
                     raise NotImplementedError
-                bug = ("learning_rate 是 Parameter，不能用赋值替换：用 ops.assign 写回新值。"
-                       if got.startswith("TypeError") else HALVE_HINT)
-                raise Mismatch(f"{where}：训练时报错 {got}。{bug}")
+                raise Mismatch(f"{where}：训练时报错 {got}。{_error_hint(got)}")
             if all(math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-7) for g, w in zip(got, want)):
                 continue
             if all(math.isclose(g, w * 0.5, rel_tol=1e-4) for g, w in zip(got, want)):

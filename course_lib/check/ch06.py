@@ -461,9 +461,9 @@ def ex3(answer) -> bool:
     free = KV_DEVICE_GIB * GiB - weight_bytes(cfg, "int8")
     per_token = kv_cache_bytes(cfg, 1, 1, "fp16")
     hint = recognised(answer, (
-        ("是正确值的一半：每个 token 每层存几样东西、每个数几字节？（第 7 节 KV cache 那一行的公式）",
+        ("每个 token 占的字节数算得不对：每个 token 每层存几样东西、每个数几字节？（第 7 节 KV cache 那一行的公式）",
          free / per_token / 2),
-        ("是正确值的两倍：每个 token 每层要存 K 和 V 两份（第 7 节）。", free / per_token * 2),
+        ("每个 token 占的字节数算得不对：每层存几样东西、cache 是哪种 dtype？（第 7 节）", free / per_token * 2),
         ("只算了一层的 KV cache：每一层都要存自己的 K、V（第 7 节的公式里有 L）。", free / per_token * cfg.num_layers),
         ("24 GiB 按 10^9 字节算了：GiB 是 2^30 字节（第 7 节开头）。",
          (KV_DEVICE_GIB * 10 ** 9 - weight_bytes(cfg, "int8")) / per_token),
@@ -490,7 +490,8 @@ def _devices() -> int:
 
 @exercise("number", "16 GiB 的卡、tp=8 + ZeRO-1 + 重计算训练 Baichuan-13B 最少要几张卡", solution=_devices,
           question="用 16 GiB 的卡训练 Baichuan-13B（序列 4096、每卡 1 条），tp=8、ZeRO-1、全量重计算，"
-                   "最少要几张卡？（每张卡上哪些部分随 dp 变小、哪些不变？dp 至少要多大？）")
+                   "最少要几张卡？数据并行的份数 dp 可以是任意正整数（不必是 2 的幂）。"
+                   "（每张卡上哪些部分随 dp 变小、哪些不变？dp 至少要多大？）")
 def ex4(answer) -> bool:
     """Fewest 16 GiB devices to train Baichuan-13B (seq 4096, micro-batch 1) with tensor
     parallel 8, ZeRO-1 and full recomputation."""

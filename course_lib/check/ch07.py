@@ -332,8 +332,8 @@ def ex4(answer) -> bool:
     from ..baichuan import tiny
     want = _kv_bytes()
     hint = recognised(answer, (
-        ("是正确值的一半：每层存几样东西？每个 float32 几字节？（第 06 章第 7 节）", want / 2),
-        ("是正确值的两倍：检查每个数的字节数、每层存的份数和 batch。", want * 2),
+        ("字节数不对：每层存几样东西？cache 是哪种 dtype，每个数几字节？（第 06 章第 7 节）", want / 2),
+        ("字节数不对：检查每个数的字节数、每层存的份数和 batch。", want * 2),
         ("这是一层的：所有层都要存自己的 K 和 V。", want / tiny().num_layers),
         ("这是个数，不是字节：每个 float32 占 4 字节。", want / 4),
     ), "回到第 06 章第 7 节 KV cache 的计数（每层存什么、每个数几字节），"

@@ -53,8 +53,10 @@ def _load(cell, ms_state: dict) -> None:
     observe("缺少的参数", missing, [])
     observe("多出的参数", extra, [])
     if set(params) != set(want):
+        diff = "；".join(part for part in (f"缺少 {missing}" if missing else "",
+                                           f"多出 {extra}" if extra else "") if part)
         raise Mismatch(f"参数名与 PyTorch 模块的 state_dict（按第 1 节对照表换成 MindSpore 的名字）不一致："
-                       f"缺少 {missing}，多出 {extra}。对照上面 PyTorch 模块里每个子模块的属性名和构造参数。")
+                       f"{diff}。对照上面 PyTorch 模块里每个子模块的属性名和构造参数。")
     for name, value in want.items():
         observe(f"参数 {name} 的形状", list(params[name].shape), list(value.shape))
         if tuple(params[name].shape) != value.shape:

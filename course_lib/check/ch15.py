@@ -92,7 +92,7 @@ def _prompt_bug(tok, got, want) -> str:
                    "`build_inputs`），在下面的脚手架里写提示词的编码函数 `internlm_prompt(tokenizer, messages)`："
                    "`tokenizer` 是 `cl.load_hf_tokenizer` 读出的分词器，`messages` 是 "
                    "`[{\"role\": \"user\" 或 \"assistant\", \"content\": 文本}, ...]`，user 与 assistant 交替、"
-                   "最后一条是 user，内容里可能有换行。返回送进模型的完整 token id 列表（第 5 节打印的 "
+                   "最后一条是 user；内容原样放进模板（其中的换行也照原样保留）。返回送进模型的完整 token id 列表（第 5 节打印的 "
                    "InternLM prompt ids 就是这样一个列表）。检查器在隐藏的单轮、多轮对话上"
                    "与真实格式逐个 id 比对，并指出第一个不同的位置。", cell="answers")
 def internlm_prompt(fn) -> bool:

@@ -23,8 +23,7 @@ def _kv_bytes() -> int:
 @exercise("number", "Qwen2.5-0.5B 以 bfloat16 生成时，每个 token 的 KV cache 占多少字节？",
           solution=_kv_bytes,
           question="Qwen2.5-0.5B（24 层，14 个 query 头、2 个 kv 头，head_dim 64）以 bfloat16 生成时，"
-                   "每多一个 token，KV cache 增加多少字节（一个整数）？先手算，再想一想：如果它用普通的多头注意力"
-                   "（14 个 kv 头），这个数会变成几倍？")
+                   "每多一个 token，KV cache 增加多少字节（一个整数）？先手算。")
 def kv_bytes_per_token(answer) -> bool:
     return check_number(answer, _kv_bytes(), name="ch16.kv_bytes_per_token", abs_=0.5,
                         hint="回到 KV cache 缓存的是什么（第 07 章）：每一层、每个 token 存哪些向量？"
@@ -105,6 +104,7 @@ def unpack_wqkv(fn) -> bool:
                 g = np.asarray(g, np.float32)
                 observe(f"{heads} 个 query 头 / {kv} 个 kv 头的 {part}", g, e)
                 if g.shape != e.shape or not np.array_equal(g, e):
+                    shape = f"（形状 {g.shape}，应为 {e.shape}）" if g.shape != e.shape else "（形状对，数值不对）"
                     raise Mismatch(f"{heads} 个 query 头、{kv} 个 kv 头、head_dim {d} 时 {part} 不对"
-                                   f"（形状 {g.shape}，应为 {e.shape}）。" + _wqkv_bug(g, e, w, heads, kv, d, part))
+                                   f"{shape}。" + _wqkv_bug(g, e, w, heads, kv, d, part))
     return run_code_check("ch16.unpack_wqkv", hint, body)

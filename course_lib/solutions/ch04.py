@@ -39,6 +39,22 @@ class wrong_halve_attribute(Callback):
         opt.learning_rate = float(opt.learning_rate.asnumpy()) * 0.5
 
 
+class wrong_halve_attribute_tensor(Callback):
+    """The chapter's pitfall as a Tensor: a new value assigned to the attribute."""
+
+    def on_train_step_end(self, run_context):
+        opt = run_context.original_args().optimizer
+        opt.learning_rate = ms.Tensor(opt.learning_rate.asnumpy() * 0.5, ms.float32)
+
+
+class wrong_halve_float64(Callback):
+    """ops.assign with a float64 value into the float32 learning-rate Parameter."""
+
+    def on_train_step_end(self, run_context):
+        lr = run_context.original_args().optimizer.learning_rate
+        ops.assign(lr, ms.Tensor(lr.asnumpy().astype("float64") * 0.5))
+
+
 class wrong_halve_at_begin(Callback):
     def on_train_step_begin(self, run_context):
         HalveLR().on_train_step_end(run_context)
