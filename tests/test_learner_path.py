@@ -89,11 +89,12 @@ def _imported(node) -> set[tuple[str, str]]:
 
 
 def _notebook_imports(nn: str, group) -> set[tuple[str, str]]:
-    """What the course notebook's imports before the group's cell bound."""
+    """What the course notebook's imports before the group's cell bound, and the scaffold's
+    own (``from course_lib.check import ch00`` sits in a chapter's first exercise cell)."""
     nb = notebooks.read_notebook(next(COURSE.glob(f"{nn}_*.ipynb")))
     cell = notebooks.find_cell(nb, group)
     found = set()
-    for source in notebooks.earlier_code(nb, cell):
+    for source in (*notebooks.earlier_code(nb, cell), notebooks.cell_source(cell)):
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 found |= _imported(node)

@@ -1,0 +1,81 @@
+RIGHT = {
+    "ch04.halve_lr": '''from course_lib.check import ch04, show_solution
+
+
+class HalveLR(Callback):
+    def on_train_step_end(self, run_context):
+        lr = run_context.original_args().optimizer.learning_rate
+        ops.assign(lr, Tensor(float(lr.asnumpy()) * 0.5, ms.float32))
+
+
+ch04.halve_lr(HalveLR)
+''',
+    "ch04.early_stopping": '''class MyEarlyStopping(Callback):
+    def __init__(self, evaluate, patience=2):
+        super().__init__()
+        self.evaluate = evaluate
+        self.patience = patience
+        self.best = None
+        self.waited = 0
+
+    def on_train_epoch_end(self, run_context):
+        score = self.evaluate()
+        if self.best is None or score > self.best:
+            self.best = score
+            self.waited = 0
+        else:
+            self.waited += 1
+            if self.waited >= self.patience:
+                run_context.request_stop()
+
+
+ch04.early_stopping(MyEarlyStopping)
+''',
+    ("ch04.ex1", "ch04.ex2", "ch04.ex3", "ch04.ex4"): '''print("SCORES =", ch04.SCORES)
+ch04.ex1(probe_lr(callbacks=[LearningRateScheduler(lambda lr, step: lr * 0.1 if step % 2 == 0 else lr)]))
+ch04.ex2(float(np.exp((np.log(2) + np.log(32)) / 2)))
+ch04.ex3(round(2 * 40 / (2 * 40 + 10 + 20), 3))
+ch04.ex4(6)
+''',
+}
+
+WRONG = {
+    "ch04.halve_lr": ('''from course_lib.check import ch04, show_solution
+
+
+class HalveLR(Callback):
+    def on_train_step_begin(self, run_context):
+        lr = run_context.original_args().optimizer.learning_rate
+        ops.assign(lr, Tensor(float(lr.asnumpy()) * 0.5, ms.float32))
+
+
+ch04.halve_lr(HalveLR)
+''', {"ch04.halve_lr": "第一步就减半了"}),
+    "ch04.early_stopping": ('''class MyEarlyStopping(Callback):
+    def __init__(self, evaluate, patience=2):
+        super().__init__()
+        self.evaluate = evaluate
+        self.patience = patience
+        self.best = None
+        self.waited = 0
+
+    def on_train_epoch_end(self, run_context):
+        score = self.evaluate()
+        if self.best is None or score >= self.best:
+            self.best = score
+            self.waited = 0
+        else:
+            self.waited += 1
+            if self.waited >= self.patience:
+                run_context.request_stop()
+
+
+ch04.early_stopping(MyEarlyStopping)
+''', {"ch04.early_stopping": "分数持平被当成了进步"}),
+    ("ch04.ex1", "ch04.ex2", "ch04.ex3", "ch04.ex4"): ('''print("SCORES =", ch04.SCORES)
+ch04.ex1([0.1, 0.01, 0.01, 0.001])
+ch04.ex2(float(np.exp((np.log(2) + np.log(32)) / 2)))
+ch04.ex3(round(2 * 40 / (2 * 40 + 10 + 20), 3))
+ch04.ex4(6)
+''', {"ch04.ex1": "早一步变小"}),
+}
