@@ -82,7 +82,8 @@ def _reference(folder: Path) -> None:
         "ch05.clipped_train_step": _solution(ch05, "train_step")
                                    + "\nch05.clipped_train_step(train_step)\n",
         ("ch05.ex1", "ch05.ex2", "ch05.ex3", "ch05.ex4"):
-            "import math\nch05.ex1(math.exp(3.5))\nch05.ex4([13.0, 3 / 13])\n"}))
+            "import math\nch05.ex2(params_decayed)   # a name never defined: only ex2 is lost\n"
+            "ch05.ex1(math.exp(3.5))\nch05.ex4([13.0, 3 / 13])\n"}))
 
 
 def _wrong(folder: Path) -> None:
@@ -150,7 +151,7 @@ EXPECTED = {   # chapters 00, 03, 05; every other exercise of the course: not at
             "ch03.shift_for_lm": P, "ch03.truncate_pad": P,
             "ch03.ex1": P, "ch03.ex2": NA, "ch03.ex3": NA,
             "ch05.warmup_cosine": P, "ch05.clipped_train_step": P,
-            "ch05.ex1": P, "ch05.ex2": NA, "ch05.ex3": NA, "ch05.ex4": P},
+            "ch05.ex1": P, "ch05.ex2": E, "ch05.ex3": NA, "ch05.ex4": P},
     "cat": {"ch00.ex1": NA, "ch00.ex2": NA, "ch00.ex3": NA,
             "ch03.shift_for_lm": F, "ch03.truncate_pad": F,
             "ch03.ex1": F, "ch03.ex2": NA, "ch03.ex3": NA,
@@ -212,6 +213,7 @@ def test_each_verdict_carries_the_checkers_hint(graded):
     assert res["dan"]["ch03.shift_for_lm"] == Result(NA, "练习单元还是原来的脚手架")
     assert res["eve <&>"]["ch05.ex1"] == Result(NA, "没有交第 05 章的笔记本")
     assert res["ben"]["ch00.ex1"] == Result(P)      # the course's example call ch00.ex1(0) left in
+    assert res["ben"]["ch05.ex2"].hint.startswith("NameError: name 'params_decayed'")  # its own line only
 
 
 def test_summary_and_csv(graded):
