@@ -5,7 +5,10 @@
 
 The committed notebooks carry the outputs of a full-scale run (what learners run); checked
 cells print facts that hold at both scales, so nbval at CI scale still passes against them.
+Each notebook's line gives its wall time and the load average before it (the same execution
+as ``make course``, which does not save); the run ends with the total.
 """
+import os
 import argparse
 import sys
 from pathlib import Path
@@ -21,11 +24,17 @@ def main(argv=None):
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--scale", default="full", choices=("full", "ci"))
     args = parser.parse_args(argv)
+    total = 0.0
     for p in args.notebooks:
+        load = "%.2f %.2f %.2f" % os.getloadavg()
         nb, seconds = execute(p.resolve(), scale=args.scale)
         nbformat.write(stamp_record(nb, args.scale), p)
         size = p.stat().st_size / 1e6
-        print(f"{p}: recorded at {args.scale} scale in {seconds:.1f} s ({size:.2f} MB)", flush=True)
+        total += seconds
+        print(f"{p}: recorded at {args.scale} scale in {seconds:.1f} s ({size:.2f} MB; "
+              f"load average before: {load})", flush=True)
+    print(f"total: {total:.1f} s for {len(args.notebooks)} notebooks; load average after: "
+          + "%.2f %.2f %.2f" % os.getloadavg(), flush=True)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ def main():
     print(f"Running {len(notebooks)} notebooks at COURSE_SCALE={scale}\n")
     rows, failed = [], 0
     for nb_path in notebooks:
+        load = "%.2f %.2f %.2f" % os.getloadavg()
         try:
             _, seconds = execute(nb_path)
             status = "ok"
@@ -26,7 +27,8 @@ def main():
             seconds, status, failed = float("nan"), f"FAILED: {type(err).__name__}", failed + 1
             traceback.print_exc(limit=1)
         rows.append((nb_path.name, seconds, status))
-        print(f"{nb_path.name:<45} {seconds:8.1f} s  {status}", flush=True)
+        print(f"{nb_path.name:<45} {seconds:8.1f} s  {status}  (load average before: {load})",
+              flush=True)
     total = sum(s for _, s, st in rows if st == "ok")
     print(f"\n{'total':<45} {total:8.1f} s  ({failed} failed)")
     sys.exit(1 if failed else 0)

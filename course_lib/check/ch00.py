@@ -22,7 +22,7 @@ def ex1(answer) -> bool:
                    "先按第 4 节的说明推理（没见过的字符用什么表示），再用 `tok.encode` 验证。")
 def ex2(answer) -> bool:
     """The news corpus never contains '🚀': how many ids does the byte-level BPE give it?"""
-    hint = recognised(answer, [("没有一个 id 代表整个“🚀”：BPE 只为语料里出现过的片段学到词元（第 4 节）。", 1)],
+    hint = recognised(answer, [("没有一个 id 代表整个“🚀”：BPE 只为语料里出现过的片段学到 token（第 4 节）。", 1)],
                      "回到第 4 节第二个例子和它下面的解释：没见过的字符用什么表示？"
                      "这个字符在 UTF-8 里是什么样子？")
     return check_number(answer, _count("🚀"), integer=True, name="ch00.ex2", hint=hint)
