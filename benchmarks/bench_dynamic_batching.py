@@ -1,5 +1,5 @@
-"""Dynamic batching vs one request at a time, static GRAPH decode step vs PyNative, MINDIR vs
-the live Cell — measured side by side in one run.
+"""Dynamic batching vs one request at a time, the decode step one change at a time, MINDIR vs
+the live Cell in GRAPH mode — measured side by side in one run.
 
     .venv/bin/python benchmarks/bench_dynamic_batching.py [--requests 32 --max-batch 8
         --rate 20 --min-new 8 --max-new 32 --repeats 2 --no-zoo]
@@ -9,9 +9,12 @@ the live Cell — measured side by side in one run.
    ``inference.serve`` with ``max_batch=1`` and ``max_batch=--max-batch``, alternately,
    --repeats times; the best repeat of each is kept. Prints throughput, mean and p90
    latency and their ratios, and checks that both produce the same tokens.
-2. Decode step: median seconds per step of ``generation.decode_step`` (PyNative, growing
-   cache) vs ``generation.DecodeEngine`` compiled in GRAPH mode, on one batch of 8 prompts.
-3. Deployment: median forward latency of the live Cell (PyNative) vs its MINDIR export.
+2. Decode step, median seconds per step on one batch of 8 prompts, each ratio changing ONE
+   thing (as notebook 12 does): the cache (PyNative ``decode_step`` with a growing cache vs
+   the layers' ``DecodeEngine`` with a static cache, run op by op), the mode (that engine in
+   PyNative vs compiled in GRAPH), the engine (GRAPH ``DecodeEngine`` vs ``FoldedEngine``).
+3. Deployment: median forward latency of the live Cell compiled in GRAPH mode vs its MINDIR
+   export (the same mode: only the format differs).
 0. First, PyNative's operator dispatch: ``decode_step`` time with the default asynchronous
    dispatch vs ``ms.runtime.launch_blocking()``, each in a fresh process. The rest runs
    with launch_blocking unless --async-dispatch.
@@ -29,6 +32,7 @@ import course_lib as cl
 from course_lib import experiments, inference
 from course_lib.data import news_splits
 from course_lib.generation import generate
+from course_lib.runtime import execution_mode
 
 
 def best(reports):
@@ -86,12 +90,14 @@ def main():
     print("dynamic batching:", dyn)
     print(f"same tokens: {same}")
 
-    # 2. decode step
+    # 2. decode step, one change at a time
     batch = prompts[:8]
     new = 16
-    eager = experiments.pynative_step_seconds(model, batch, new)
-    graph = experiments.static_generate(model, batch, new, mode="graph")
-    assert graph.tokens == generate(model, batch, new), "static GRAPH decoding changed the tokens"
+    growing = float(np.median(experiments.pynative_step_seconds(model, batch, new)))
+    static = {(engine, mode): experiments.static_generate(model, batch, new, mode=mode, engine=engine)
+              for engine, mode in (("layers", "pynative"), ("layers", "graph"), ("folded", "graph"))}
+    for run in static.values():
+        assert run.tokens == generate(model, batch, new), f"{run.engine}/{run.mode} changed the tokens"
 
     # 3. MINDIR vs live
     from mindspore import Tensor
@@ -108,7 +114,8 @@ def main():
         for _ in range(n):
             t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
         return float(np.median(ts))
-    live_s, mindir_s = median(lambda: model(x).asnumpy()), median(lambda: lm(x).asnumpy())
+    with execution_mode("graph"):
+        live_s, mindir_s = median(lambda: model(x).asnumpy()), median(lambda: lm(x).asnumpy())
 
     lat1, latd = np.asarray(one.latencies), np.asarray(dyn.latencies)
     print("\n# ratios (same run; PyNative dispatch: "
@@ -118,10 +125,15 @@ def main():
     print(f"throughput dynamic / one-at-a-time : {dyn.throughput / one.throughput:.2f}x")
     print(f"mean latency one-at-a-time / dynamic: {lat1.mean() / latd.mean():.2f}x")
     print(f"p90 latency one-at-a-time / dynamic : {np.percentile(lat1, 90) / np.percentile(latd, 90):.2f}x")
-    print(f"decode step PyNative / GRAPH static  : {np.median(eager) / graph.median_step:.1f}x "
-          f"({np.median(eager) * 1e3:.1f} ms vs {graph.median_step * 1e3:.1f} ms; "
-          f"compile {graph.compile_seconds:.1f} s)")
-    print(f"forward live Cell / MINDIR          : {live_s / mindir_s:.1f}x "
+    lp, lg, fg = (static[k].median_step for k in (("layers", "pynative"), ("layers", "graph"),
+                                                  ("folded", "graph")))
+    print(f"decode step, the cache alone (PyNative growing / static, layers engine): "
+          f"{growing / lp:.2f}x ({growing * 1e3:.1f} ms vs {lp * 1e3:.1f} ms)")
+    print(f"decode step, the mode alone (layers engine PyNative / GRAPH): {lp / lg:.1f}x "
+          f"({lp * 1e3:.1f} ms vs {lg * 1e3:.1f} ms; compile {static[('layers', 'graph')].compile_seconds:.1f} s)")
+    print(f"decode step, the engine alone (GRAPH layers / folded): {lg / fg:.2f}x "
+          f"({lg * 1e3:.1f} ms vs {fg * 1e3:.1f} ms)")
+    print(f"forward live Cell / MINDIR, both GRAPH: {live_s / mindir_s:.2f}x "
           f"({live_s * 1e3:.1f} ms vs {mindir_s * 1e3:.1f} ms; MINDIR {info.bytes / 2**20:.1f} MiB, "
           f"loaded in {load_s:.2f} s)")
 
