@@ -8,13 +8,17 @@ each batch, so the length varies) to fresh ``EvalCell(gpt)`` graphs under the fo
 strategies of ``course_lib.migration.compile_stats`` and prints compiles, wall time and the
 padding overhead. ``gpt`` is chapter 13's TinyGPT, whose shape-dependent tensors are graph
 ops (the course's Baichuan builds its attention bias on the host, which rules out declared
-dynamic shapes). Part 2 trains the course's tiny Baichuan for ``--steps`` steps in
-PyNative, as an ``@ms.jit`` function and as a GRAPH_MODE ``TrainStep``.
+dynamic shapes). Part 2 trains the course's tiny Baichuan for ``--steps`` steps four ways,
+each one change from the next (``step_modes.ONE_CHANGE``: the eager function in PyNative,
+the same function under ``@ms.jit``, that jit function called in GRAPH_MODE, the
+``TrainStep`` Cell in GRAPH_MODE), under both PyNative dispatches, each in a fresh process
+(``step_modes.compare_in_fresh_processes``, as notebook 14).
 
-Everything runs in this process, one after the other; the machine's load affects all
-variants, so only the ratios printed at the end mean something. This is not a test.
+Part 1 runs in this process, one strategy after the other; the machine's load affects all
+variants, so only the ratios printed mean something. This is not a test.
 """
 import argparse
+import tempfile
 
 import numpy as np
 
@@ -66,11 +70,18 @@ def main():
     print(f"\nPart 2: train step of the course's Baichuan tiny ({args.layers} layers), "
           f"batch {args.batch_size} x {args.block}, {args.steps} steps")
     model = baichuan.BaichuanForCausalLM(cfg)
-    modes = step_modes.compare_modes(lambda: step_modes.copy_model(model), batches)
-    for row in step_modes.ratio_table(modes):
-        print("  ", row)
-    ref = np.array(modes[0].losses)
-    print("   same losses in every mode:", all(np.allclose(m.losses, ref, rtol=1e-5) for m in modes))
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = step_modes.compare_in_fresh_processes(model, batches, tmp)
+    for r in runs:
+        print(f"   {r.mode:10s} {r.dispatch:8s} steady {r.steady_seconds * 1e3:8.1f} ms/step, "
+              f"first {r.first_seconds:6.2f} s, compiles {r.compiles}")
+    for kind, ratio in step_modes.dispatch_ratios(runs).items():
+        print(f"   {kind:10s} async / blocking dispatch: {ratio:.2f}x")
+    for row in step_modes.one_change_ratios(runs):
+        print(f"   {row['from']} -> {row['to']} ({row['change']}): " +
+              ", ".join(f"{d} {row[d]:.2f}x" for d in step_modes.DISPATCHES if d in row))
+    ref = np.array(runs[0].losses)
+    print("   same losses in every run:", all(np.allclose(r.losses, ref, rtol=1e-5) for r in runs))
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@
     classify("房间很干净") -> "正面"
 
 MINDIR is MindSpore's serialized *graph*: operators and weights in one file, no Python
-class needed to run it (``mindspore-lite`` or MindSpore Serving can load it too). The graph
-is exported for one static input shape; ``ExportedLM`` remembers it (in a small JSON file
-next to the .mindir) and refuses other shapes with a clear message instead of a deep
-Reshape error.
+class needed to run it (``mindspore-lite`` or MindSpore Serving can load it too).
+``export_mindir`` exports for one static input shape (its example input is a static
+Tensor); ``ExportedLM`` remembers it (in a small JSON file next to the .mindir) and refuses
+other shapes with a clear message instead of a deep Reshape error. (A MINDIR can also have
+dynamic dimensions: ``ms.export`` with an example ``Tensor(shape=[None, seq_len], ...)``;
+``mindir_inputs`` reads what a file records, -1 for a dynamic dimension.)
 """
 from __future__ import annotations
 
@@ -24,7 +26,6 @@ import numpy as np
 from mindspore import Tensor, nn
 from mindspore.train import Model
 
-from .blocks import count_parameters
 from .data import LABELS
 from .sft import answer_logprobs
 from .safeio import atomic_write, write_text_atomic
@@ -37,11 +38,11 @@ class ExportInfo:
     path: Path
     input_shape: tuple[int, int]
     bytes: int
-    parameter_bytes: int       # float32 weights alone, for comparison with the file size
+    parameter_bytes: int       # the weights alone, in the dtypes they are stored in
 
     def __str__(self) -> str:
         return (f"{self.path.name}: input int32 {self.input_shape}, {self.bytes / 2**20:.1f} MiB "
-                f"(weights {self.parameter_bytes / 2**20:.1f} MiB)")
+                f"(its weights alone, as stored: {self.parameter_bytes / 2**20:.1f} MiB)")
 
 
 def _meta_path(path: Path) -> Path:
@@ -73,8 +74,27 @@ def export_mindir(model, input_shape: tuple[int, int], path) -> ExportInfo:
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     write_text_atomic(_meta_path(file), json.dumps({"format": EXPORT_FORMAT, "input_shape": shape,
                                                     "input_dtype": "int32", "vocab_size": vocab}))
-    params = 4 * count_parameters(model)
+    params = sum(int(p.nbytes) for p in model.get_parameters())
     return ExportInfo(file, shape, file.stat().st_size, params)
+
+
+def mindir_inputs(path) -> list[tuple[tuple[int, ...], str]]:
+    """``[(shape, dtype), ...]`` of the inputs a MINDIR file itself records, read from its
+    protobuf (``mindspore.train.mind_ir_pb2``, the format ``ms.export`` writes): what the
+    graph was traced with, whatever any sidecar file says. A dimension exported as dynamic
+    (an example input ``Tensor(shape=[None, ...])``) reads -1."""
+    from mindspore.train import mind_ir_pb2
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No MINDIR file at {path}.")
+    proto = mind_ir_pb2.ModelProto()
+    try:
+        proto.ParseFromString(path.read_bytes())
+    except Exception as err:      # protobuf's DecodeError
+        raise ValueError(f"{path} is not a MINDIR file ({err}).") from err
+    dtype_name = mind_ir_pb2.TensorProto.DataType.Name
+    return [(tuple(int(d) for d in item.tensor[0].dims), dtype_name(item.tensor[0].data_type).lower())
+            for item in proto.graph.input]
 
 
 class ExportedLM:

@@ -40,13 +40,28 @@ def peak_gib(answer) -> bool:
 
 
 def _tokenizer():
+    """The look-alike InternLM tokenizer, trained once into the cache. The grader runs the
+    reference and learners' processes side by side: each trains into its own temporary
+    folder and renames it into place, so no process ever reads a half-written one (a
+    leftover without ``tokenizer.model`` is replaced)."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
     from ..hf_tokenizer import load_hf_tokenizer
     from ..lookalike import _tokenizer_files, train_tokenizer
     from ..runtime import cache_dir
-    d = cache_dir("check", "ch15-internlm-tokenizer")
+    d = cache_dir("check") / "ch15-internlm-tokenizer"
     if not (d / "tokenizer.model").exists():
-        train_tokenizer(d, "internlm")
-        _tokenizer_files(d, "internlm")
+        tmp = Path(tempfile.mkdtemp(prefix=".ch15-tokenizer-", dir=d.parent))
+        train_tokenizer(tmp, "internlm")
+        _tokenizer_files(tmp, "internlm")
+        if d.exists() and not (d / "tokenizer.model").exists():
+            shutil.rmtree(d, ignore_errors=True)
+        try:
+            os.replace(tmp, d)
+        except OSError:                      # another process put a whole one there first
+            shutil.rmtree(tmp, ignore_errors=True)
     return load_hf_tokenizer(d)
 
 
