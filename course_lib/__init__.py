@@ -16,20 +16,21 @@ this table equal to the notebooks' imports):
     04 callbacks ................. callbacks, classifier, data, metrics, plots, runtime,
                                    tokenizer, training
     05 LLMTrainer ................ blocks, callbacks, data, internlm, measure, pipelines,
-                                   plots, tokenizer, trainer, training
+                                   plots, runtime, tokenizer, trainer, training
     06 building Baichuan-13B ..... baichuan, hf_weights, internlm, layers, memory, pretrained,
                                    tokenizer, training
     07 pre-training, generation .. baichuan, callbacks, data, experiments, generation,
                                    hf_weights, layers, memory, pipelines, plots, pretrained,
                                    tokenizer, trainer, zoo
-    08 InternLM + LoRA ........... data, generation, internlm, lora, memory, pipelines, sft, zoo
+    08 InternLM + LoRA ........... data, generation, internlm, lora, measure, memory, pipelines,
+                                   sft, zoo
     09 merge, export, deploy ..... export, lora, sft, zoo
     10 distributed training ...... baichuan, distributed, memory
     11 mindnlp interop ........... data, internlm, interop, runtime, tokenizer
     12 inference engineering ..... data, experiments, export, folded, generation, inference,
                                    lora, runtime, zoo
     13 PyTorch migration ......... baichuan, families, hf_weights, internlm, migration,
-                                   runtime, training
+                                   training
     14 dynamic shapes, compiling . baichuan, data, migration, pipelines, runtime, tokenizer,
                                    training
     15 real checkpoints .......... baichuan, conversation, families, finetune, hf_weights,

@@ -24,11 +24,14 @@ from mindspore import nn, ops
 
 from .layers import MASK_VALUE
 
-# The decoder layers' value (``layers.MASK_VALUE``, -1e4): finite, so a fully masked row gives
-# uniform weights instead of NaN, and exp() of it is exactly 0 in float32. The mask itself
-# keeps PyTorch's ``nn.MultiheadAttention`` convention (bool, True = may NOT attend), which
-# chapter 01 teaches for migration; the decoders take Hugging Face's attention_mask (1 = a
-# real token) and turn it into the same additive bias (``layers.attention_bias``).
+# The decoder layers' value (``layers.MASK_VALUE``, -1e4). Here masked scores are REPLACED by
+# it (``ops.masked_fill``): finite, so a fully masked row gives uniform weights instead of NaN,
+# and exp() of it is exactly 0 in float32. The mask itself keeps PyTorch's
+# ``nn.MultiheadAttention`` convention (bool, True = may NOT attend), which chapter 01 teaches
+# for migration. The decoders take Hugging Face's attention_mask (1 = a real token) and ADD
+# the same value as a bias (``layers.attention_bias``), as the Hugging Face model code does:
+# the same weights whenever a row keeps one visible key; a fully masked row then gets the
+# unmasked weights (softmax ignores a constant shift), not uniform ones.
 MASK_FILL = MASK_VALUE
 LAYER_NORM_EPS = 1e-5  # PyTorch's default; MindSpore's nn.LayerNorm default is 1e-7
 
@@ -47,7 +50,8 @@ def padding_mask(input_ids: ms.Tensor, pad_id: int = 0) -> ms.Tensor:
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, dropout=None):
-    """softmax(q k^T / sqrt(d) + mask) v for ``(batch, heads, len, head_dim)`` tensors.
+    """softmax(q k^T / sqrt(d)) v for ``(batch, heads, len, head_dim)`` tensors, the scores
+    where the bool ``mask`` is True replaced by MASK_FILL (-1e4) before the softmax.
 
     Returns ``(output, weights)``. Scores and softmax run in float32 even when the
     projections run in float16 (mixed precision), because softmax over float16 scores

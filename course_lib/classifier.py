@@ -157,9 +157,11 @@ def build_model(net: nn.Cell, lr: float = 1e-3, weight_decay: float = 0.0,
     ``train`` / ``eval`` / ``predict`` on the current (or given) device."""
     if amp_level == "O1":
         raise ValueError("amp_level='O1' is not supported here: MindSpore 2.7 implements O1 by "
-                         "rewriting the network's Python source into ./rewritten_network, which "
-                         "fails for Cells imported from a package with relative imports (such as "
-                         "course_lib). Use 'O2' (normalisation layers stay float32) or 'O3'.")
+                         "rewriting the network's Python source into ./rewritten_network and "
+                         "importing that file, which cannot resolve course_lib's relative imports "
+                         "when the folder holding course_lib is not on sys.path (the course's "
+                         "editable install; chapter 02 shows the ImportError). Use 'O2' "
+                         "(normalisation layers stay float32) or 'O3'.")
     device = device or ms.get_context("device_target")
     optimizer = nn.AdamWeightDecay(net.trainable_params(), learning_rate=lr, weight_decay=weight_decay)
     return Model(net, loss_fn=nn.CrossEntropyLoss(), optimizer=optimizer,

@@ -4,8 +4,10 @@
   KV cache (the compiled decode step ``generate`` uses, or the PyNative step with a growing
   cache: flat) or without it (the whole sequence recomputed every step in PyNative: grows
   with the position) — notebook 07's plot, benchmarks/bench_kv_cache.py;
-* ``static_generate`` / ``pynative_step_seconds`` — seconds per decode step of the compiled
-  engine (PyNative or GRAPH) and of the PyNative growing-cache step (notebook 12);
+* ``static_generate`` / ``pynative_step_seconds`` — seconds per decode step of an engine
+  with a static cache (``engine``: the layers' ``DecodeEngine`` or the ``FoldedEngine``; run
+  in PyNative or GRAPH mode) and of the PyNative growing-cache step (notebook 12 compares
+  them one change at a time: the cache, the mode, the engine);
 * ``pynative_dispatch_ms`` — PyNative's asynchronous vs blocking operator dispatch, each in
   a fresh process (``python -m course_lib.experiments --time-decode STEPS BATCH``).
 
@@ -93,6 +95,7 @@ class StaticRun:
     mode: str
     compile_seconds: float         # the first decode call (includes graph compilation)
     step_seconds: list             # every later decode call
+    engine: str = "layers"         # which engine decoded: "layers" (DecodeEngine) or "folded"
 
     @property
     def median_step(self) -> float:
@@ -100,21 +103,25 @@ class StaticRun:
 
 
 def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "graph",
-                    eos_id=None, pad_id: int = 0) -> StaticRun:
-    """Greedy decoding with ``generation.DecodeEngine`` (what ``generate`` runs), timed per
-    step: prefill with the ordinary model (PyNative), move its KV cache into the engine's
-    buffers of length prompt + ``max_new_tokens``, then decode with fixed shapes in ``mode``
-    ("graph" compiles the step once; "pynative" runs the same Cell op by op). Rows that finish
+                    eos_id=None, pad_id: int = 0, engine: str = "auto") -> StaticRun:
+    """Greedy decoding with a static-cache engine, timed per step: prefill with the ordinary
+    model (PyNative), move its KV cache into the engine's buffers of length prompt +
+    ``max_new_tokens``, then decode with fixed shapes in ``mode`` ("graph" compiles the step
+    once; "pynative" runs the same Cell op by op). ``engine`` as in ``generation.generate``:
+    "layers" (``DecodeEngine``, the model's own layers), "folded" (``folded.FoldedEngine``)
+    or "auto" (what ``generate`` picks; ``StaticRun.engine`` says which ran). Rows that finish
     keep computing (static batch) but their later tokens are discarded."""
+    from .generation import engine_kind
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    kind = engine_kind(model, engine)
     eos = eos_set(eos_id)
     state = prefill(model, prompts_ids, pad_id)
     width = state.input_ids.shape[1]
     if width + max_new_tokens > model.config.max_seq_len:
         raise ValueError(f"prompt ({width}) + max_new_tokens ({max_new_tokens}) exceeds "
                          f"max_seq_len={model.config.max_seq_len}.")
-    state.reserve(model, width + max_new_tokens)
+    state.reserve(model, width + max_new_tokens, engine=kind)
     outputs = [[] for _ in range(state.batch_size)]
     done = [False] * state.batch_size
     compile_s, times = 0.0, []
@@ -133,7 +140,7 @@ def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "gra
             compile_s = elapsed
         else:
             times.append(elapsed)
-    return StaticRun(outputs, mode, compile_s, times)
+    return StaticRun(outputs, mode, compile_s, times, kind)
 
 
 def pynative_step_seconds(model, prompts_ids, max_new_tokens: int, pad_id: int = 0) -> list:

@@ -132,9 +132,10 @@ class DecodeWeights(ms.nn.Cell):
     """The folded float32 weights of ``lm`` (see the module docstring); calling it (one
     compiled graph) recomputes them all from the model's LIVE parameters; ``refresh``
     does so only if they changed since the last time (``Fingerprint``). Each is stored
-    (in, out), not as ``nn.Dense`` stores its weight: MindSpore 2.7's CPU MatMul with
-    ``transpose_b`` took 1.8x as long for 8 rows and 1.2x for 128 (the same for one row;
-    benchmarks/RESULTS.md), and the transpose is paid once per fold, not per token."""
+    (in, out), not as ``nn.Dense`` stores its weight: with 8 rows MindSpore 2.7's CPU
+    MatMul with ``transpose_b`` took 1.2-1.4x as long for the layers' shapes and 1.8x for
+    the 257 -> 8000 head (734 vs 415 us), with one row about as long (0.9-1.1x; kernel
+    times in benchmarks/RESULTS.md), and the transpose is paid once per fold, not per token."""
 
     def __init__(self, lm):
         super().__init__(auto_prefix=False)

@@ -6,6 +6,8 @@
   or PYNATIVE mode (and at an ``amp_level``).
 * :func:`compare_train_steps` — chapter 05: seconds per optimizer step of ``Model.train``'s
   step (``nn.TrainOneStepCell``) against ``LLMTrainer``'s ``TrainStep``, GRAPH and PyNative.
+* :func:`alternate_train_steps` — chapter 08: seconds per optimizer step of several
+  ``LLMTrainer`` objects (LoRA and full fine-tuning), timed in alternating rounds.
 """
 from __future__ import annotations
 
@@ -144,3 +146,28 @@ def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[
             if mode == "graph" or i < pynative_steps - 1:
                 timings[kind].append(_seconds(cells[kind], mode, batch))
     return {kind: float(np.median(t)) for kind, t in timings.items()}
+
+
+def alternate_train_steps(trainers: dict, rounds: int = 5, steps: int = 10) -> dict[str, float]:
+    """Median seconds per optimizer step of each ``LLMTrainer`` in ``trainers`` (name ->
+    trainer), timed in ALTERNATING rounds: one untimed step each first (it compiles the GRAPH
+    step), then ``rounds`` rounds in which every trainer runs ``steps`` steps in turn. Load
+    that comes and goes hits every trainer alike, which two runs timed one after the other
+    cannot promise. Each trainer's schedule needs ``1 + rounds * steps`` steps left."""
+    for name, value in (("rounds", rounds), ("steps", steps)):
+        if not is_int(value) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
+    need = 1 + rounds * steps
+    short = {n: t.total_steps - t.step for n, t in trainers.items() if t.total_steps - t.step < need}
+    if short:
+        raise ValueError(f"Each trainer needs {need} scheduled steps left (1 warm-up + {rounds} x "
+                         f"{steps}); these have fewer: {short}. Build them with steps >= {need}.")
+    for trainer in trainers.values():
+        trainer.train(steps=1)                      # compiles; not timed
+    timings: dict[str, list[float]] = {name: [] for name in trainers}
+    for _ in range(rounds):
+        for name, trainer in trainers.items():
+            start = time.perf_counter()
+            trainer.train(steps=steps)
+            timings[name].append((time.perf_counter() - start) / steps)
+    return {name: float(np.median(t)) for name, t in timings.items()}

@@ -2,7 +2,8 @@
 data/tensor/pipeline-parallel layout spreads it over devices. The reason Baichuan-13B is
 trained on clusters.
 
-Units: bytes everywhere; ``GiB = 2**30`` (what ``npu-smi``/``nvidia-smi`` call "GB").
+Units: bytes everywhere; ``GiB = 2**30`` (binary units, like the "MiB" = 2**20 bytes of
+``nvidia-smi``'s memory column).
 
 Assumptions (state them whenever you quote a number):
 

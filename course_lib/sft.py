@@ -225,21 +225,17 @@ def optimizer_state_bytes(optimizer) -> int:
     return int(sum(p.nbytes for p in state))
 
 
-def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: str = "lora",
-             r: int = 8, alpha: float = 16.0, targets: Sequence[str] = ("q_proj", "v_proj"),
-             steps: int = 100, lr: float = 2e-3, batch_size: int = 8, max_len: int = 64,
-             warmup_steps: int = 10, weight_decay: float = 0.0, seed: int = 0,
-             callbacks: Sequence = (), mode: str = "graph") -> FinetuneRun:
-    """Fine-tune ``model`` in place on ``examples`` (SFT chat data, loss on the answer).
-
-    ``method="lora"``: inject LoRA (``r``, ``alpha``, ``targets``) and give the optimizer the
-    adapter parameters only. ``method="full"``: every parameter is trained. Everything else
-    (data, order, schedule, clipping, step count) is identical, so the runs compare fairly.
-    """
+def finetune_trainer(model, tokenizer, examples: Sequence[tuple[str, int]], *,
+                     method: str = "lora", r: int = 8, alpha: float = 16.0,
+                     targets: Sequence[str] = ("q_proj", "v_proj"), steps: int = 100,
+                     lr: float = 2e-3, batch_size: int = 8, max_len: int = 64,
+                     warmup_steps: int = 10, weight_decay: float = 0.0, seed: int = 0,
+                     callbacks: Sequence = (), mode: str = "graph"):
+    """``(trainer, trainable, report)``: the ``LLMTrainer`` that ``finetune`` runs, built but
+    not trained (LoRA injected into ``model`` for ``method="lora"``; ``report`` is None for
+    ``"full"``). Timing LoRA against full fine-tuning step by step starts from two of these."""
     if method not in ("lora", "full"):
         raise ValueError(f"method must be 'lora' or 'full', got {method!r}.")
-    if steps < 2:
-        raise ValueError("steps must be >= 2 (the first step compiles; the rest are timed).")
     seed_everything(seed)
     report = None
     if method == "lora":
@@ -251,6 +247,30 @@ def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: s
     trainer = LLMTrainer(model, data, lr=lr, steps=steps, warmup_steps=warmup_steps,
                          weight_decay=weight_decay, clip=1.0, trainable=trainable,
                          callbacks=list(callbacks), mode=mode, data_seed=seed)
+    return trainer, trainable, report
+
+
+def finetune(model, tokenizer, examples: Sequence[tuple[str, int]], *, method: str = "lora",
+             r: int = 8, alpha: float = 16.0, targets: Sequence[str] = ("q_proj", "v_proj"),
+             steps: int = 100, lr: float = 2e-3, batch_size: int = 8, max_len: int = 64,
+             warmup_steps: int = 10, weight_decay: float = 0.0, seed: int = 0,
+             callbacks: Sequence = (), mode: str = "graph") -> FinetuneRun:
+    """Fine-tune ``model`` in place on ``examples`` (SFT chat data, loss on the answer).
+
+    ``method="lora"``: inject LoRA (``r``, ``alpha``, ``targets``) and give the optimizer the
+    adapter parameters only. ``method="full"``: every parameter is trained. Everything else
+    (data, order, schedule, clipping, step count) is identical (``finetune_trainer``).
+    ``step_seconds`` is this run's own clock: two runs timed one after the other meet
+    different loads, so compare step times with ``measure.alternate_train_steps`` instead.
+    """
+    if method not in ("lora", "full"):
+        raise ValueError(f"method must be 'lora' or 'full', got {method!r}.")
+    if steps < 2:
+        raise ValueError("steps must be >= 2 (the first step compiles; the rest are timed).")
+    trainer, trainable, report = finetune_trainer(
+        model, tokenizer, examples, method=method, r=r, alpha=alpha, targets=targets,
+        steps=steps, lr=lr, batch_size=batch_size, max_len=max_len, warmup_steps=warmup_steps,
+        weight_decay=weight_decay, seed=seed, callbacks=callbacks, mode=mode)
     clock = StepTimer()
     trainer.callbacks.insert(0, clock)           # one train() call: one progress bar per run
     trainer.train()

@@ -247,9 +247,9 @@ class LLMTrainer:
                                  "trainer with more steps (or call finetune) to go on.")
             raise ValueError(f"steps must be a positive int, got {steps!r}")
         if n > remaining:
-            raise ValueError(f"{n} more steps would exceed the schedule of {self.total_steps} "
-                             f"steps ({self.step} done); build the trainer with steps >= "
-                             f"{self.step + n}.")
+            raise ValueError(f"{n} more step{'' if n == 1 else 's'} would exceed the schedule of "
+                             f"{self.total_steps} steps ({self.step} done); build the trainer "
+                             f"with steps >= {self.step + n}.")
         start = len(self.history["step"])
         cb = self._callback_params(n)
         run_context = RunContext(cb)

@@ -35,8 +35,9 @@ def test_ex2_decayed_parameters(capsys):
 
 
 def test_ex3():
-    assert ch05.ex3(warmup_cosine_lr(1e-3, 100, 10)[55])
-    assert not ch05.ex3(warmup_cosine_lr(1e-3, 100, 10, min_lr=1e-4)[55])   # min_lr is 0 by default
+    assert ch05.ex3(warmup_cosine_lr(1e-3, 100, 10, min_lr=1e-4)[55])      # LLMTrainer: min_lr = lr / 10
+    assert ch05.ex3(5.5e-4)                                                # 1e-4 + 9e-4 * 0.5 * (1 + cos(pi/2))
+    assert not ch05.ex3(warmup_cosine_lr(1e-3, 100, 10)[55])   # the function's default min_lr = 0
     assert not ch05.ex3(1e-3)
 
 

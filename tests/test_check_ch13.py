@@ -43,9 +43,10 @@ def test_ex1_layernorm_ratio_against_torch():
     assert not ch13.ex1(1.0) and not ch13.ex1(1e-7)
 
 
-def test_ex2_parameter_name():
-    assert ch13.ex2("encoder.norm.gamma")
-    assert not ch13.ex2("encoder.norm.weight")
+def test_ex2_renamed_keys():
+    assert ch13._ex2_answer() == 5                     # embedding 1, two LayerNorms 2 each
+    assert ch13.ex2(5)
+    assert not ch13.ex2(4) and not ch13.ex2(2) and not ch13.ex2("encoder.norm.gamma")
 
 
 def test_ex3_adamw_first_step_matches_closed_form_and_torch():

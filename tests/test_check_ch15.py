@@ -34,3 +34,16 @@ def test_prompt_hints_say_what_differs_not_the_template(capsys):
     assert not ch15.peak_gib(0)
     out = capsys.readouterr().out
     assert "103168" not in out and "2 字节" not in out
+
+
+def test_borrowing_the_pages_demo_is_refused(capsys):
+    """Section 5's demo ``conversation.chat_format(imodel, ...)`` returns the right ids for any
+    messages: a function that calls it (or the library's internlm_prompt) is not accepted, and
+    the library's functions are restored afterwards."""
+    from course_lib import conversation
+    before = (conversation.chat_format, conversation.internlm_prompt)
+    assert not ch15.internlm_prompt(lambda t, m: conversation.chat_format(None, t, m)[0])
+    assert "conversation.chat_format" in capsys.readouterr().out
+    assert not ch15.internlm_prompt(lambda t, m: conversation.internlm_prompt(t, m))
+    assert (conversation.chat_format, conversation.internlm_prompt) == before
+    assert ch15.internlm_prompt(ch15._reference())

@@ -27,7 +27,7 @@ def clean_context():
 def test_strategy_table_covers_the_five_ideas():
     names = [s.name for s in st.STRATEGIES]
     assert names == ["data parallel", "tensor parallel", "pipeline parallel",
-                     "optimizer sharding", "recomputation"]
+                     "optimizer parallel", "recomputation"]
     runs = {s.name for s in st.STRATEGIES if s.on_cpu.startswith("runs")}
     assert runs == {"data parallel", "recomputation"}
 
@@ -130,3 +130,18 @@ def test_recompute_runs_on_cpu_and_keeps_gradients_exact():
 def test_cpu_refuses_semi_auto_parallel_and_we_show_the_real_error():
     text = st.cpu_refusal()
     assert "semi_auto_parallel" in text and "only support Ascend/GPU" in text
+
+
+@pytest.mark.slow
+def test_every_refusal_the_table_claims_is_run_and_real():
+    """The strategy table says what the CPU build refuses: each attempt really raises it."""
+    found = st.cpu_refusals()
+    assert list(found) == list(st.REFUSAL_ATTEMPTS)
+    for name in ("tensor parallel", "pipeline parallel", "optimizer parallel, SEMI_AUTO_PARALLEL"):
+        assert "semi_auto_parallel" in found[name] and "only support Ascend/GPU" in found[name], name
+    data_parallel = found["optimizer parallel, DATA_PARALLEL"]
+    assert 'only supports "Ascend" in data parallel mode' in data_parallel, data_parallel
+    refused = {s.name for s in st.STRATEGIES if s.on_cpu.startswith("refused")}
+    assert refused == {name.split(",")[0] for name in st.REFUSAL_ATTEMPTS}
+    with pytest.raises(ValueError, match="Unknown attempts"):
+        st.cpu_refusals(["zero-4"])

@@ -98,6 +98,7 @@ def test_data_parallel_ranks_end_identical(runs):
     # rank-0-only logging and checkpointing
     assert {r["rank"] for r in dp.records(kind="step")} == {0}
     assert (root / "dp" / "model.ckpt").exists()
+    assert [r["rank"] for r in dp.records(kind="end") if r["checkpoint"]] == [0]
     assert train_dp.max_rank_difference(root / "dp") == 0.0
     ends = {r["rank"]: r for r in dp.records(kind="end")}
     assert ends[0]["fingerprint"] == ends[1]["fingerprint"] != starts[0]["init_fingerprint"]

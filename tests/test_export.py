@@ -43,6 +43,22 @@ def test_merged_equals_lora_and_mindir_equals_live(exported):
     np.testing.assert_array_equal(lm.predict(ids).asnumpy(), lm(ids).asnumpy())
 
 
+def test_mindir_inputs_reads_the_traced_shape_and_dtype_from_the_file(exported, tmp_path):
+    model, info, ids, _ = exported
+    assert export.mindir_inputs(info.path) == [(SHAPE, "int32")]
+    # a dynamic batch dimension is recorded as -1, and the graph then takes any batch size
+    ms.export(model, Tensor(shape=[None, SHAPE[1]], dtype=ms.int32), file_name=str(tmp_path / "dyn"),
+              file_format="MINDIR")
+    assert export.mindir_inputs(tmp_path / "dyn.mindir") == [((-1, SHAPE[1]), "int32")]
+    graph = ms.nn.GraphCell(ms.load(str(tmp_path / "dyn.mindir")))
+    for rows in (1, 3):
+        x = ids[:rows]
+        np.testing.assert_allclose(graph(x).asnumpy(), model(x).asnumpy(), atol=1e-5)
+    (tmp_path / "not.mindir").write_bytes(b"\xff" * 7)
+    with pytest.raises(ValueError, match="not a MINDIR file"):
+        export.mindir_inputs(tmp_path / "not.mindir")
+
+
 def test_pipeline_on_the_exported_graph_matches_the_live_model(exported, tokenizer):
     model, info, _, _ = exported
     lm = export.load_mindir(info.path)

@@ -8,7 +8,7 @@ from course_lib import baichuan, internlm
 from course_lib import experiments as exp
 from course_lib import inference as inf
 from course_lib.baichuan import BaichuanForCausalLM
-from course_lib.generation import generate, prefill, decode_step
+from course_lib.generation import decode_step, engine_kind, generate, prefill
 from course_lib.internlm import InternLMForCausalLM
 
 PROMPTS = [[11, 12, 13, 14, 15, 16, 17], [20, 21], [30, 31, 32, 33], [40],
@@ -121,6 +121,16 @@ def test_static_decode_step_gives_the_same_tokens(which, mode, models):
     run = exp.static_generate(model, PROMPTS, 5, mode=mode)
     assert run.tokens == expected
     assert run.mode == mode and len(run.step_seconds) == 3 and run.compile_seconds > 0
+
+
+@pytest.mark.parametrize("engine", ["layers", "folded"])
+def test_static_generate_runs_the_engine_it_is_given(engine, models):
+    model = models["rope"]
+    run = exp.static_generate(model, PROMPTS, 4, mode="graph", engine=engine)
+    assert run.engine == engine
+    assert run.tokens == generate(model, PROMPTS, 4)
+    assert exp.static_generate(model, PROMPTS, 3, mode="pynative").engine == \
+        engine_kind(model)
 
 
 def test_static_decode_stops_rows_at_eos(models):

@@ -89,3 +89,37 @@ def test_step_timer_reports_first_and_mean_step():
     assert timer.mean_step_seconds == 0.0
     with pytest.raises(ValueError, match="at least 2 timed steps"):
         timer.steps_per_second()
+
+
+class _FakeTrainer:
+    """total_steps / step / train(steps) like LLMTrainer; each step costs ``cost`` fake seconds."""
+
+    def __init__(self, name, cost, total, clock, calls):
+        self.name, self.cost, self.total_steps, self.step = name, cost, total, 0
+        self.clock, self.calls = clock, calls
+
+    def train(self, steps):
+        self.calls.append((self.name, steps))
+        self.step += steps
+        self.clock[0] += self.cost * steps
+
+
+def test_alternate_train_steps_warms_up_then_alternates_rounds(monkeypatch):
+    clock, calls = [0.0], []
+    trainers = {"lora": _FakeTrainer("lora", 0.5, 7, clock, calls),
+                "full": _FakeTrainer("full", 2.0, 9, clock, calls)}
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    seconds = measure.alternate_train_steps(trainers, rounds=3, steps=2)
+    assert seconds == {"lora": 0.5, "full": 2.0}
+    assert calls == [("lora", 1), ("full", 1)] + [(n, 2) for _ in range(3) for n in ("lora", "full")]
+
+
+def test_alternate_train_steps_refuses_a_schedule_too_short():
+    clock, calls = [0.0], []
+    trainers = {"lora": _FakeTrainer("lora", 1.0, 6, clock, calls),
+                "full": _FakeTrainer("full", 1.0, 7, clock, calls)}
+    with pytest.raises(ValueError, match=r"needs 7 scheduled steps left .*'lora': 6"):
+        measure.alternate_train_steps(trainers, rounds=3, steps=2)
+    with pytest.raises(ValueError, match="rounds must be an int >= 1"):
+        measure.alternate_train_steps(trainers, rounds=0)
+    assert calls == []

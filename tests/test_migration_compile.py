@@ -139,6 +139,67 @@ def test_three_step_modes_agree():
         step_modes.run_mode("eager", lambda: model, batches)
 
 
+def test_step_inputs_round_trip(tmp_path):
+    """A fresh process rebuilds the same model (class, config, weights) and batches."""
+    rng = np.random.default_rng(4)
+    batches = [(rng.integers(0, CFG.vocab_size, (2, 8)).astype(np.int32),) * 2 for _ in range(2)]
+    model = BaichuanForCausalLM(CFG)
+    make_model, loaded = step_modes.load_inputs(step_modes.save_inputs(tmp_path / "in", model, batches))
+    twin = make_model()
+    assert type(twin) is type(model) and twin.config == model.config
+    for (name, p), (_, q) in zip(model.parameters_and_names(), twin.parameters_and_names()):
+        np.testing.assert_array_equal(p.asnumpy(), q.asnumpy(), err_msg=name)
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(batches, loaded))
+
+
+@pytest.mark.slow
+def test_fresh_process_kinds_agree(tmp_path):
+    """Each (kind, dispatch) in its own process: the same losses; the one-change ratios
+    name the kinds they compare."""
+    rng = np.random.default_rng(5)
+    batch = (rng.integers(0, CFG.vocab_size, (2, 16)).astype(np.int32),
+             rng.integers(0, CFG.vocab_size, (2, 16)).astype(np.int32))
+    model = BaichuanForCausalLM(CFG)
+    runs = step_modes.compare_in_fresh_processes(model, [batch] * 2, tmp_path, lr=1e-2,
+                                                 timeout=600)
+    assert [(r.mode, r.dispatch) for r in runs] == [(k, d) for d in step_modes.DISPATCHES
+                                                    for k in step_modes.STEP_KINDS]
+    for r in runs:
+        np.testing.assert_allclose(r.losses, runs[0].losses, rtol=1e-5)
+    assert [r["to"] for r in step_modes.one_change_ratios(runs)] == list(step_modes.STEP_KINDS[1:])
+    assert set(step_modes.dispatch_ratios(runs)) == set(step_modes.STEP_KINDS)
+
+
+def test_graph_bias_equals_the_host_bias():
+    """The bias built by graph operators has exactly the host-built numbers (causal mask,
+    with and without ALiBi, with and without earlier positions)."""
+    from course_lib import layers
+    slopes = layers.alibi_slopes(4)
+    for T, S in ((5, 5), (3, 8), (1, 6)):
+        for s in (None, slopes):
+            np.testing.assert_array_equal(cs.graph_attention_bias(T, S, None, s).asnumpy(),
+                                          layers.attention_bias(T, S, None, s).asnumpy())
+
+
+@pytest.mark.slow
+def test_the_host_built_bias_is_what_stops_a_declared_dynamic_shape():
+    """Chapter 14, section 2.1: the course's Baichuan cannot declare a dynamic length;
+    the same model with only its attention bias built by graph operators can (one graph,
+    the same losses as one graph per length)."""
+    from course_lib import layers
+    rng = np.random.default_rng(6)
+    stream = [(rng.integers(0, CFG.vocab_size, (2, T)).astype(np.int32),
+               rng.integers(0, CFG.vocab_size, (2, T)).astype(np.int32)) for T in (5, 7, 9)]
+    model = BaichuanForCausalLM(CFG)
+    static = cs.run_stream(lambda: EvalCell(model), stream, "static")
+    with pytest.raises(AttributeError):
+        cs.run_stream(lambda: EvalCell(model), stream, "dynamic")
+    with cs.bias_from_graph_ops():
+        dynamic = cs.run_stream(lambda: EvalCell(model), stream, "dynamic")
+    assert layers.attention_bias is not cs.graph_attention_bias          # restored
+    assert dynamic.compiles == 1 and cs.same_outputs(static, dynamic)
+
+
 def test_python_scalars_are_graph_constants():
     """A Python float argument is baked into the graph: each new value recompiles;
     ms.mutable or a Tensor makes it a graph input."""

@@ -101,3 +101,10 @@ def test_long_error_messages_are_cut_at_a_word_boundary():
     assert short == "RuntimeError: no kernel"
     unbroken = mapping._first_line(RuntimeError("x" * 300))
     assert len(unbroken) == 120 and unbroken.endswith("x…")
+    spaced = mapping._first_line(RuntimeError("but got  index = 0 label[index] = -100"))
+    assert spaced == "RuntimeError: but got index = 0 label[index] = -100"     # one space
+
+
+def test_the_all_ignored_note_says_both_once_when_they_agree():
+    assert mapping._all_ignored(float("nan"), float("nan")) == "全部被忽略时（0 个 token 求平均）两边都得到 nan"
+    assert "PyTorch 得到 nan，MindSpore 得到 0.0" in mapping._all_ignored(float("nan"), 0.0)

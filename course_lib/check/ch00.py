@@ -1,5 +1,7 @@
 """Checkers for notebook 00 (environment and course tour)."""
-from .common import check_number, exercise, observe, recognised, verdict
+import functools
+
+from .common import check_number, exercise, recognised
 
 
 def _count(text: str) -> int:
@@ -28,31 +30,28 @@ def ex2(answer) -> bool:
     return check_number(answer, _count("🚀"), integer=True, name="ch00.ex2", hint=hint)
 
 
-# Ids the notebook never prints: a character the news corpus lacks, as two byte tokens, then
-# common characters and words (the question quotes them; the answer is their decoding).
-EX3_IDS = (290, 236, 838, 1476, 1916, 679)
-
-
-def _decoded() -> str:
+@functools.cache
+def _de_counts() -> tuple[int, int]:
+    """(tokens that decode to exactly '的', characters '的') in the news validation split.
+    A vocabulary holds each string once, so those tokens are the one id ``encode("的")`` gives."""
+    from .. import data
     from ..tokenizer import load_tokenizer
-    return load_tokenizer().decode(list(EX3_IDS))
+    tok = load_tokenizer()
+    val = data.news_splits().validation
+    (de,) = tok.encode("的")
+    n_tokens = sum(ids.count(de) for ids in tok.encode_batch(val))
+    return n_tokens, sum(doc.count("的") for doc in val)
 
 
-@exercise("number", f"tok.decode({list(EX3_IDS)}) 解码成什么文本", solution=_decoded,
-          question=f"字节级 BPE 会把生僻字拆成字节：`tok.decode({list(EX3_IDS)})` 解码成什么文本？"
-                   f"先用 `[tok.decode([i]) for i in {list(EX3_IDS)}]` 逐个解码看看（哪几个 id 单独解码时显示成“�”？），"
-                   "再把整个列表一次解码，把**解码的结果**（一个字符串）交上来。")
+@exercise("number", "新闻验证集编码后，单独成为一个 token 的“的”有多少个",
+          solution=lambda: _de_counts()[0],
+          question="新闻验证集（`data.news_splits().validation`）里的汉字“的”有几千个。"
+                   "把它编码之后，**单独**成为一个 token 的“的”（就是 `tok.encode(\"的\")` 给出的那一个 id）出现了多少次？"
+                   "和“的”这个字出现的次数比一比：其余的“的”到哪里去了？")
 def ex3(answer) -> bool:
-    """Decode ids the notebook never prints (a rare character split into bytes, then words)."""
-    want = _decoded()
-    observe("答案", answer, want)
-    if not isinstance(answer, str):
-        hint = f"答案是 {type(answer).__name__}：题目要的是解码得到的文本（一个字符串）。"
-    elif "\ufffd" in answer:
-        hint = ("你的文本里有“�”：半个字符的字节单独解码就会变成它（第 4 节第二个例子下面的解释）。"
-                "题目要的是整个列表一次解码的结果。")
-    elif len(answer) < len(want):
-        hint = "比正确的文本少了字：列表里的每个 id 都要参与解码，包括单独解码时显示成“�”的那几个。"
-    else:
-        hint = "和整个列表一次解码的结果不同：逐字核对，别手动改动解码出来的文本。"
-    return verdict(isinstance(answer, str) and answer == want, hint, "ch00.ex3")
+    """How many tokens of the encoded news validation split are exactly '的'?"""
+    n_tokens, n_chars = _de_counts()
+    hint = recognised(answer, [("这是“的”这个字在文本里出现的次数：题目数的是编码以后的 token。", n_chars)],
+                      "数的是整个验证集编码后的 id 序列里、解码后正好是“的”的那些 token；"
+                      "BPE 常把“的”和前后的字合成一个更长的 token（第 4 节），那些不算。")
+    return check_number(answer, n_tokens, integer=True, name="ch00.ex3", hint=hint)

@@ -78,26 +78,27 @@ def ex2(answer) -> bool:
 
 def _lr55() -> float:
     from ..training import warmup_cosine_lr
-    return warmup_cosine_lr(1e-3, 100, 10)[55]
+    return warmup_cosine_lr(1e-3, 100, 10, min_lr=1e-3 / 10)[55]     # LLMTrainer's default min_lr
 
 
-@exercise("number", "warmup_cosine_lr(1e-3, 100, 10) 第 55 步（从 0 数）的学习率", solution=_lr55,
-          question="`warmup_cosine_lr(1e-3, total_steps=100, warmup_steps=10)`（`min_lr` 取默认值）"
-                   "中第 55 步（从 0 数）的学习率是多少？先手算，再用你的 `warmup_cosine` 验证"
+@exercise("number", "LLMTrainer(lr=1e-3, steps=100, warmup_steps=10) 第 55 步（从 0 数）的学习率", solution=_lr55,
+          question="`LLMTrainer(model, data, lr=1e-3, steps=100, warmup_steps=10)`（不传 `min_lr`）训练时，"
+                   "第 55 步（从 0 数）的学习率是多少？先手算，再用你的 `warmup_cosine` 验证"
                    "（相对误差 1e-6 以内算对）。")
 def ex3(answer) -> bool:
-    """warmup_cosine_lr(1e-3, total_steps=100, warmup_steps=10): the lr of 0-based step 55."""
+    """LLMTrainer(lr=1e-3, steps=100, warmup_steps=10) without min_lr: the lr of 0-based step 55."""
     from ..training import warmup_cosine_lr
     hint = recognised(answer, (
         ("余弦的进度是从第 0 步算的：第 2 节的图里余弦从哪一步的峰值开始下降？",
-         warmup_cosine_lr(1e-3, 100, 0)[55]),
-        ("用了 `min_lr = 峰值/10`：那是 `LLMTrainer` 的默认值，函数 `warmup_cosine_lr` 的默认值不同（第 2 节）。",
-         warmup_cosine_lr(1e-3, 100, 10, min_lr=1e-4)[55]),
+         warmup_cosine_lr(1e-3, 100, 0, min_lr=1e-4)[55]),
+        ("用了 `min_lr = 0`：那是函数 `warmup_cosine_lr` 的默认值，构造 `LLMTrainer` 时不传 `min_lr` 取的值不同（第 2 节）。",
+         warmup_cosine_lr(1e-3, 100, 10)[55]),
         ("这是第 54 步或第 56 步的学习率：步数从 0 数。",
-         warmup_cosine_lr(1e-3, 100, 10)[54]),
+         warmup_cosine_lr(1e-3, 100, 10, min_lr=1e-4)[54]),
         ("这是第 54 步或第 56 步的学习率：步数从 0 数。",
-         warmup_cosine_lr(1e-3, 100, 10)[56]),
-    ), "第 55 步已经过了预热：回到第 2 节，余弦段的进度从哪一步算起、一共走多少步，min_lr 取什么。", rel=1e-6)
+         warmup_cosine_lr(1e-3, 100, 10, min_lr=1e-4)[56]),
+    ), "第 55 步已经过了预热：回到第 2 节，余弦段的进度从哪一步算起、一共走多少步，`LLMTrainer` 的 min_lr 取什么。",
+        rel=1e-6)
     return check_number(answer, _lr55(), rel=1e-6, name="ch05.ex3", hint=hint)
 
 

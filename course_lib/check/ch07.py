@@ -156,7 +156,7 @@ def append_kv(func) -> bool:
                                               np.concatenate(all_k, 2))
                 _diagnose_append(past_k, np.concatenate(all_k, 2), all_k, what + " keys")
                 _diagnose_append(past_v, np.concatenate(all_v, 2), all_v, what + " values")
-    return run_code_check("ch07.append_kv", "对照练习 3 上面的说明：缓存的哪一维是 token 数、"
+    return run_code_check("ch07.append_kv", "对照“写代码：往 KV cache 里追加”上面的说明：缓存的哪一维是 token 数、"
                           "新 token 放在哪一边、第一步没有缓存时返回什么。", body)
 
 
@@ -260,7 +260,7 @@ def ex2(answer) -> bool:
     if kept is None:                  # not indices at all: check_number says what kind of answer is due
         return check_number(answer, want, name="ch07.ex2", integer=True, rel=0,
                             hint="答案是下标的列表（从 0 数），例如 `[0, 3]`。")
-    hint = "回到第 6 节开头 top-p 的定义（也是练习 1 的题目）：留下的是哪一个最小的词集？"
+    hint = "回到第 6 节开头 top-p 的定义（也是 top-p 那道写代码练习的题目）：留下的是哪一个最小的词集？"
     if any(not 0 <= i < len(PROBS) for i in kept):
         observe("答案", kept, [int(i in want) for i in range(len(PROBS))])
         return verdict(False, f"下标从 0 数，PROBS 只有 {len(PROBS)} 个词：下标在 0 到 {len(PROBS) - 1} 之间。",
@@ -324,7 +324,7 @@ def _kv_bytes() -> int:
 
 @exercise("number", "baichuan.tiny() 的 KVCache 存着 256 个 token 时 float32 K、V 的字节数", solution=_kv_bytes,
           question="不带参数的 `baichuan.tiny()`（默认尺寸，[第 06 章](06_baichuan_build.ipynb)第 8 节打印过；"
-                   "不是本章放大后训练的那个模型）在 PyNative 下逐步生成，用第 7 节练习 3 那种每步追加的缓存"
+                   "不是本章放大后训练的那个模型）在 PyNative 下逐步生成，用第 7 节“写代码：往 KV cache 里追加”那种每步追加的缓存"
                    "（`layers.KVCache`：只存已经处理过的 token，不是解码引擎按固定长度预留的缓冲区）。"
                    "缓存里存着 256 个 token（提示词加已生成的）时，batch 1、float32，所有层的 K 和 V 一共多少字节？")
 def ex4(answer) -> bool:

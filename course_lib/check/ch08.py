@@ -22,7 +22,7 @@ def _solutions():
                  (lambda: _solutions().wrong_lora_no_base, "基座"),
                  (lambda: _solutions().wrong_lora_super_twice, "加了两次")),
           targets=("course_lib.lora.LoRADense.construct",),
-          question="在第 4 节“练习 1（写代码）：`LoRADense` 的前向”的脚手架里写 `MyLoRADense`（继承 `lora.LoRADense`）"
+          question="在第 4 节“写代码：`LoRADense` 的前向”的脚手架里写 `MyLoRADense`（继承 `lora.LoRADense`）"
                    "的 `construct(x)`："
                    "基座 `nn.Dense` 的输出 $Wx + b$ 加上旁路 $\\frac{\\alpha}{r} B A x$。可用的属性："
                    "`self.weight`（形状 (out, in)）、`self.bias`、`self.lora_A`（(r, in)）、`self.lora_B`（(out, r)）、"
@@ -60,7 +60,7 @@ def lora_forward(cls) -> bool:
                 raise Mismatch(f"可训练的参数是 {trainable}，应只有 ['lora_A', 'lora_B']：基座的 "
                                "weight/bias 要冻结。")
     return run_code_check("ch08.lora_forward", "检查 construct 用到的属性名和形状：weight (out, in)、bias、"
-                          "lora_A (r, in)、lora_B (out, r)、scaling（第 4 节练习 1 上面的说明）。",
+                          "lora_A (r, in)、lora_B (out, r)、scaling（第 4 节“写代码：`LoRADense` 的前向”上面的说明）。",
                           body)
 
 
@@ -99,7 +99,7 @@ def _diagnose_lora(ref, got, want, x, what) -> None:
                  (lambda: _solutions().wrong_replace_on_root, "根 Cell"),
                  (lambda: _solutions().wrong_replace_keeps_short_names, "参数名")),
           targets=("course_lib.lora._set_child",),
-          question="在第 5 节“练习 2（写代码）：按带点的名字替换一层”的脚手架里写 `my_replace_layer(model, name, new)`："
+          question="在第 5 节“写代码：按带点的名字替换一层”的脚手架里写 `my_replace_layer(model, name, new)`："
                    "把带点的完整名字（如 `model.layers.0.self_attn.q_proj`）"
                    "所指的层换成 `new`——一行 `setattr` 行不通：这一层挂在它的**父 Cell** 上，"
                    "中间的 `nn.CellList` 要用下标取；挂上去之后参数名也不能和别的层重名。"
@@ -113,7 +113,7 @@ def replace_layer(func) -> bool:
     def body():
         for name in ("model.layers.1.self_attn.v_proj", "model.layers.0.mlp.down_proj"):
             _check_replacement(func, name)
-    return run_code_check("ch08.replace_layer", "回到第 5 节练习 2 上面的说明：带点的名字、父 Cell、"
+    return run_code_check("ch08.replace_layer", "回到第 5 节“写代码：按带点的名字替换一层”上面的说明：带点的名字、父 Cell、"
                           "nn.CellList 的下标、挂上去之后的参数名，这几处各检查一遍。", body)
 
 
@@ -145,7 +145,7 @@ def _check_replacement(func, name) -> None:
         if isinstance(err, KeyError) and "." in str(err) and "can not contain" in str(err):
             raise Mismatch(f"替换 {name!r} 时报 KeyError（{(err.args or [''])[0]}）：带点的名字不是一个属性名，"
                            "MindSpore 的子 Cell 名不能含 '.'。这一层挂在哪个 Cell 上？"
-                           "回看第 5 节练习 2 上面的说明。") from None
+                           "回看第 5 节“写代码：按带点的名字替换一层”上面的说明。") from None
         raise
     cells = dict(mine.cells_and_names())
     observe(f"{name}：替换后模型的子 Cell", sorted(cells), ref_cells)
@@ -153,7 +153,7 @@ def _check_replacement(func, name) -> None:
     extra = sorted(set(cells) - set(ref_cells))
     if extra:
         raise Mismatch(f"模型里多出了子 Cell {extra[:3]}：新层挂到了根 Cell 上（或别的地方），"
-                       f"{name!r} 处仍是原来的层。这一层挂在它的父 Cell 上（第 5 节练习 2 上面的说明）。")
+                       f"{name!r} 处仍是原来的层。这一层挂在它的父 Cell 上（第 5 节“写代码：按带点的名字替换一层”上面的说明）。")
     if cells.get(name) is not new:
         raise Mismatch(f"{name!r} 处不是你传进去的新层（是 {type(cells.get(name)).__name__}）。")
     names = [p.name for p in mine.get_parameters()]
@@ -163,7 +163,7 @@ def _check_replacement(func, name) -> None:
         short = sorted(set(names) - set(want))
         raise Mismatch(f"参数名不对：出现了 {short[:3]}，应为 {name}.weight、{name}.lora_A 这样的完整名字。"
                        "把新层挂到父 Cell 上时，MindSpore 按父 Cell 重新给它的参数命名；"
-                       "不同层的参数因此会重名，而优化器和检查点都靠名字区分参数（第 5 节练习 2 上面的说明）。")
+                       "不同层的参数因此会重名，而优化器和检查点都靠名字区分参数（第 5 节“写代码：按带点的名字替换一层”上面的说明）。")
     ids = Tensor(hidden_rng(2).integers(0, cfg.vocab_size, (2, 6)).astype(np.int32))
     compare(mine(ids), ref(ids), "替换后模型的 logits", atol=1e-5)
 

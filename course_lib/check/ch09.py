@@ -16,7 +16,7 @@ def _solutions():
 
 
 # ====================================================================== code exercises
-@exercise("code", "写 fold_lora(W, A, B, alpha, r)：把 B·A·alpha/r 折叠进 W，返回合并后的权重",
+@exercise("code", "写 fold_lora(W, A, B, alpha, r)：返回与 LoRA 层等价的普通 Dense 的权重",
           solution=lambda: _solutions().fold_lora,
           wrong=((lambda: _solutions().wrong_fold_no_scaling, "没有缩放"),
                  (lambda: _solutions().wrong_fold_transposed, "(out, in)"),
@@ -24,7 +24,8 @@ def _solutions():
                  (lambda: _solutions().wrong_fold_inverted, "倒过来")),
           targets=("course_lib.lora.merge_lora", "course_lib.lora.LoRADense.delta_weight"),
           question="在第 2 节“练习 1（写代码）：把 LoRA 折叠进权重”的脚手架里写 `my_fold_lora(W, A, B, alpha, r)`："
-                   "把 $\\frac{\\alpha}{r}BA$ 折叠进 $W$，返回合并后的权重"
+                   "把 LoRA 旁路折叠进权重：返回新权重 $W'$，使普通 Dense 的 $W'x + b$ 等于 LoRA 层的 "
+                   "$Wx + b + \\frac{\\alpha}{r}B(Ax)$"
                    "（输入是 NumPy float64 数组：W 形状 (out, in)，A 为 (r, in)，B 为 (out, r)；`alpha`、`r` 是数；"
                    "返回 (out, in) 的数组，不要改动传进来的数组）。检查函数在三种层尺寸和秩（含非方阵）上，用隐藏的随机 "
                    "W、A、B 与库里 `LoRADense` 的 `delta_weight()` 比较合并后的权重（误差 1e-6 以内），"

@@ -181,20 +181,23 @@ def ex2(answer) -> bool:
                              "第 7.1 节打印的计划里有哪几个，哪些参数不在计划里？")
 
 
-def _devices_micro_batch_4() -> int:
+def _largest_micro_batch_16() -> int:
     from ..baichuan import baichuan_13b
-    from ..memory import devices_needed
-    return devices_needed(baichuan_13b(), 32, zero=3, recompute=True, micro_batch=4).devices
+    from ..memory import Layout, plan
+    big, micro_batch = baichuan_13b(), 0
+    while plan(big, 32, Layout(dp=16, zero=3, recompute=True, micro_batch=micro_batch + 1)).fits:
+        micro_batch += 1
+    return micro_batch
 
 
-@exercise("number", "ZeRO-3 + 重计算、micro-batch 4：放下 Baichuan-13B 的训练最少要几张 32 GiB 的卡",
-          solution=_devices_micro_batch_4,
+@exercise("number", "16 张 32 GiB 的卡、ZeRO-3 + 重计算：Baichuan-13B 的 micro-batch 最大可以是几",
+          solution=_largest_micro_batch_16,
           question="第 8 节最后一格：Baichuan-13B 在 32 GiB 的卡上只用数据并行 + ZeRO-3 + 重计算（micro-batch 1、"
-                   "序列长 4096），`devices_needed` 给出的是 8 张卡。把 micro-batch 改成 4、其余不变，最少要几张卡？"
-                   "（卡数可以是任意整数；按第 8 节计算器的假设算，答案是整数）")
+                   "序列长 4096），`devices_needed` 给出的是 8 张卡。现在有 16 张这样的卡，其余不变：每张卡的 "
+                   "micro-batch 最大可以是几，训练状态和激活值仍放得下？（整数；按第 8 节计算器的假设算）")
 def ex3(answer) -> bool:
-    """Baichuan-13B on 32 GiB devices, data parallel + ZeRO-3 + full recomputation, sequence
-    4096: the fewest devices with micro-batch 4 (the memory calculator's assumptions)."""
-    return check_number(answer, _devices_micro_batch_4(), name="ch10.ex3", integer=True, rel=0,
-                        hint="第 8 节：ZeRO-3 把哪些东西平均分到 N 张卡上，哪些每张卡各存一份？"
-                             "micro-batch 变大时，哪一部分跟着变大，它会被 N 张卡分摊吗？")
+    """Baichuan-13B on 16 devices of 32 GiB, data parallel + ZeRO-3 + full recomputation,
+    sequence 4096: the largest micro-batch that still fits (the memory calculator's assumptions)."""
+    return check_number(answer, _largest_micro_batch_16(), name="ch10.ex3", integer=True, rel=0,
+                        hint="第 8 节：ZeRO-3 把哪些东西平均分到 16 张卡上，哪些每张卡各存一份？"
+                             "micro-batch 变大时，哪一部分跟着变大？再核对：你的 micro-batch 加 1 之后还放得下吗？")

@@ -247,7 +247,7 @@ def _trainable_percent(r: int = 16, targets: int = 4) -> float:
 
 @exercise("number", "小 Llama 的 q/k/v/o 上 r=16 的 LoRA：print_trainable_parameters 打印的 trainable% 是多少",
           solution=_trainable_percent,
-          question="对本章的小 Llama（第 4 节的 `model`）改用 `LoraConfig(r=16, lora_alpha=32, "
+          question="本章的小 Llama（第 3 节加载的 `model`）如果不用第 4 节的 LoRA，而改用 `LoraConfig(r=16, lora_alpha=32, "
                    "target_modules=[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"])`，"
                    "`print_trainable_parameters()` 打印的 `trainable%` 是多少？（和它的打印格式一样保留 4 位小数）")
 def ex1(answer) -> bool:

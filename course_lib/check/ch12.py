@@ -1,4 +1,4 @@
-"""Checkers for notebook 12 (dynamic batching, static decode step, MINDIR deployment).
+"""Checkers for notebook 12 (continuous batching, static decode step, MINDIR deployment).
 
 The code exercises are self-contained: arrays in, arrays out, compared with the NumPy
 reference in ``course_lib.solutions.ch12`` (no inference-engine internals)."""
@@ -85,7 +85,7 @@ def _check_merge(func, case, pad_id):
                  (lambda: sol.wrong_mask_ones, "填充位置的 mask 是 1"),
                  (lambda: sol.wrong_cache_not_padded, "cache 要和 ids、mask 一样")),
           targets=("course_lib.inference.merge_states",),
-          question="在第 2 节“新请求并入正在解码的批次”的脚手架里写 `my_merge_batches(a, b, pad_id=0)`："
+          question="在第 2 节“练习 2（写代码）：把新请求的批次并入正在解码的批次”的脚手架里写 `my_merge_batches(a, b, pad_id=0)`："
                    "每个批次是 `(ids, mask, cache)`：`ids`、`mask` 是 (B, T) 的整数数组，`cache` 是每层一个 "
                    "`(keys, values)`，形状都是 (B, heads, T, head_dim)；返回合并后的 `(ids, mask, cache)`，"
                    "布局相同——a 的行在前、b 的行在后，列数取两者的最大值。较窄的一方补在哪一边、"
@@ -156,7 +156,7 @@ def _admit_bug(got, waiting, free, now) -> str:
                  (lambda: sol.wrong_ignores_limit, "空位只有"),
                  (lambda: sol.wrong_newest_first, "先到，却没有被选上")),
           targets=("course_lib.inference._admit",),
-          question="在第 2 节“谁能加入批次？”的脚手架里写 `my_admit(waiting, free_slots, now)`："
+          question="在第 2 节“练习 1（写代码）：挑出现在加入批次的请求”的脚手架里写 `my_admit(waiting, free_slots, now)`："
                    "`waiting` 是 `[(request_id, arrival_seconds), ...]`（顺序任意），"
                    "`free_slots` 是批次里的空位数（可能是 0），返回现在加入的请求 id 列表，"
                    "按加入的先后排列——只收已经到达的请求（到达时间恰好等于 `now` 的也算），"
@@ -189,7 +189,7 @@ def _serve_passes() -> int:
 
 @exercise("number", "10 个请求、每个 5 个 token、max_batch=4：serve 做几次前向", solution=_serve_passes,
           question="10 个请求同时到达（提示都是 3 个 token），每个都恰好生成 5 个 token（不会遇到 EOS），"
-                   "`max_batch=4`：`inference.serve` 一共做了多少次前向计算（prefill 和解码步都算，每次调用模型算一次）？"
+                   "`max_batch=4`：`inference.serve` 一共做了多少次前向计算（预填充和解码步都算，每次调用模型算一次）？"
                    "答案是一个整数。")
 def ex1(answer) -> bool:
     """10 requests at t=0, each generating exactly 5 tokens (no EOS), max_batch=4: how many
@@ -249,9 +249,9 @@ def _joined_mask() -> list:
 
 
 @exercise("number", "新请求并入正在解码的批次、再解码一步后，它那一行的 attention mask", solution=_joined_mask,
-          question=f"正在解码的批次由提示 `{EX3_RUNNING}` 左填充后一起 prefill，之后做了 {EX3_STEPS} 步解码"
+          question=f"正在解码的批次由提示 `{EX3_RUNNING}` 左填充后一起预填充，之后做了 {EX3_STEPS} 步解码"
                    "（每一步给每一行追加一列新 token，这一列的 mask 是 1）。这时新请求 "
-                   f"`{EX3_JOINING}` prefill 完，按第 2 节的做法并入这个批次（原批次的行在前），"
+                   f"`{EX3_JOINING}` 预填充完，按第 2 节的做法并入这个批次（原批次的行在前），"
                    "然后整个批次又解码了 1 步。新请求那一行现在的 attention mask 是什么？写成 0/1 的整数列表。")
 def ex3(answer) -> bool:
     """The attention-mask row of a request that joined a running batch, one decode step later."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..solutions import ch13 as sol
 from .common import (Mismatch, _to_numpy, check_number, compare, exercise, hidden_rng, observe,
-                     run_code_check, verdict)
+                     run_code_check)
 
 BLOCK_SIZES = ((8, 20), (6, 6))                 # (hidden, inner): one square inner layer
 
@@ -233,21 +233,33 @@ def ex1(answer) -> bool:
                              "LayerNorm 的输出里 eps 出现在哪里？方差只有 1e-5 时，它还能忽略吗？")
 
 
-def _ex2_answer() -> str:
-    from ..migration.mapping import builtin_param_name
-    return "encoder.norm." + builtin_param_name("LayerNorm", "weight")
+EX2_MODULES = {"tok": "Embedding", "blocks.0.ln1": "LayerNorm", "blocks.0.fc": "Linear",
+               "ln_f": "LayerNorm", "head": "Linear"}
+EX2_KEYS = ("tok.weight", "blocks.0.ln1.weight", "blocks.0.ln1.bias", "blocks.0.fc.weight",
+            "blocks.0.fc.bias", "ln_f.weight", "ln_f.bias", "head.weight")
 
 
-@exercise("number", "torch LayerNorm 参数 encoder.norm.weight 在 MindSpore 里的名字", solution=_ex2_answer,
-          question="（热身题，答案在第 1 节的对照表里）"
-                   "PyTorch 中某个 `nn.LayerNorm` 的参数名是 `encoder.norm.weight`，"
-                   "它在 MindSpore 里叫什么（一个字符串）？把这条规则推广到整个 state_dict，"
-                   "就是第 2 节的代码练习 `convert_state_dict`。")
+def _ex2_answer() -> int:
+    """How many of EX2_KEYS change their name in MindSpore (mindspore.nn layers)."""
+    state = {k: np.zeros(1, np.float32) for k in EX2_KEYS}
+    return sum(k not in sol.convert_state_dict(state, EX2_MODULES) for k in EX2_KEYS)
+
+
+def _ex2_question() -> str:
+    keys = "、".join(f"`{k}`" for k in EX2_KEYS)
+    kinds = "；".join(f"`{m}` 是 `torch.nn.{t}`" for m, t in EX2_MODULES.items())
+    return (f"一个 PyTorch 模型的 state_dict 有 {len(EX2_KEYS)} 个键：{keys}（{kinds}）。"
+            "把它换成用 `mindspore.nn` 的对应层（`nn.Embedding`、`nn.LayerNorm`、`nn.Dense`）搭的同一个模型，"
+            "其中有几个键的名字要改？答案是一个整数。把这条规则写成代码，就是第 2 节的练习 `convert_state_dict`。")
+
+
+@exercise("number", "一个小 state_dict 换成 mindspore.nn 的层：几个键要改名", solution=_ex2_answer,
+          question=_ex2_question())
 def ex2(answer) -> bool:
-    """MindSpore name of the PyTorch parameter ``encoder.norm.weight`` of an ``nn.LayerNorm``."""
-    observe("答案", answer.strip() if isinstance(answer, str) else answer, _ex2_answer())
-    ok = isinstance(answer, str) and answer.strip() == _ex2_answer()
-    return verdict(ok, "回到第 1 节对照表 LayerNorm 一行的“注意”一栏；答案是完整的参数名（一个字符串）。", "ch13.ex2")
+    """How many keys of the state_dict EX2_KEYS change their name with mindspore.nn layers."""
+    return check_number(answer, _ex2_answer(), name="ch13.ex2", integer=True,
+                        hint="逐个键对照第 1 节的对照表：哪几种内置层在 MindSpore 里换了参数名，"
+                             "每种换了几个？Linear → Dense 一行的参数名变不变？")
 
 
 def adamw_first_step(p0: float = 1.0, grad: float = 0.5, lr: float = 1e-3,

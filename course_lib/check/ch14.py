@@ -49,7 +49,7 @@ def _bucket_bug(got_i, got_l, want_i, want_l, inputs, pad_id) -> str:
                    "把这一批填充到**能装下它的最小的桶**（T 恰好等于某个桶时就用这个桶），"
                    "返回填充后的 `(inputs, labels)`；填充在哪一边、`inputs` 和 `labels` 的填充位置各填什么，"
                    "才能让（不带 attention mask 的）因果语言模型的损失不变？比最大的桶还长时，"
-                   "抛出 `ValueError` 并在消息里说明怎么办。")
+                   "抛出 `ValueError`（检查器只检查异常的类型；消息里写上这一批的长度和最大的桶，排错时用得上）。")
 def pad_to_bucket(func) -> bool:
     """``func(inputs, labels, buckets, pad_id)`` -> (inputs, labels) padded to a bucket."""
     def body():
@@ -168,7 +168,7 @@ def _graphs_with_scalars() -> int:
           solution=_graphs_with_scalars,
           question="第 3 节的 `Scale`（`construct(self, x, t)`）在 GRAPH_MODE 下依次被调用 6 次：`x` 是 float32 的 "
                    f"`(2, T)`，T 依次是 `{STREAM}`；温度 `t` 依次是 `{TEMPERATURES}`，以普通的 Python float 传入。"
-                   "一共编译几张图？答案是一个整数。")
+                   "一共编译几张图？答案是一个整数。先按第 1、3 节讲的编译缓存的键推出来，再提交。")
 def ex1(answer) -> bool:
     """GRAPH mode: Scale(x, t) over the lengths STREAM with the Python-float temperatures
     TEMPERATURES: how many graphs?"""
@@ -183,6 +183,8 @@ def _bucketed() -> int:
 
 
 @exercise("number", "分桶 (16, 32, 64) 后同一长度流编译几张图", solution=_bucketed,
+          targets=("course_lib.migration.compile_stats.bucket_length",
+                   "course_lib.migration.compile_stats.pad_batch"),
           question=f"一串批次的长度依次是 `{STREAM}`（没有其他 Python 常量参数），分桶填充，桶为 `{BUCKETS}`："
                    "GRAPH_MODE 下一共编译几张图？答案是一个整数。")
 def ex2(answer) -> bool:

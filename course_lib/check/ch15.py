@@ -1,6 +1,8 @@
 """Checkers for notebook 15 (real checkpoints).
 
 Expected values come from the same library functions the notebook uses."""
+import contextlib
+
 from .common import Mismatch, check_number, exercise, hidden_rng, observe, run_code_check
 
 HIDDEN_CHATS = (
@@ -28,11 +30,12 @@ def _peak_gib() -> float:
     return round(load_plan(internlm_7b(), "bfloat16", host_available=0).host_peak / GiB, 2)
 
 
-@exercise("number", "以 bfloat16 流式装载 InternLM-7B：主机内存峰值是多少 GiB（两位小数）？",
+@exercise("number", "以 bfloat16 流式加载 InternLM-7B：主机内存峰值是多少 GiB（两位小数）？",
           solution=_peak_gib,
+          targets=("course_lib.memory.load_plan",),      # section 3's demo: one argument away from the answer
           question="以 bfloat16 流式加载 InternLM-7B（`internlm_7b()`，不需要真的下载），"
                    "主机内存峰值是多少 GiB（1 GiB = 2**30 字节）？保留两位小数（检查器接受 ±0.006）。"
-                   "用第 3 节的公式手算。")
+                   "用第 3 节的公式手算（不调用 `memory.load_plan`：第 3 节的演示换一个参数就是答案）。")
 def peak_gib(answer) -> bool:
     return check_number(answer, _peak_gib(), name="ch15.peak_gib", abs_=0.006,
                         hint="回到第 3 节的峰值公式：全部权重按目标精度一共多少字节？“正在搬运的那一个张量”"
@@ -65,9 +68,34 @@ def _tokenizer():
     return load_hf_tokenizer(d)
 
 
+_REAL: dict = {}           # the library's functions while _no_borrowing() has replaced them
+
+
 def _reference():
-    from ..conversation import internlm_prompt
-    return internlm_prompt
+    from .. import conversation
+    return _REAL.get("internlm_prompt", conversation.internlm_prompt)
+
+
+@contextlib.contextmanager
+def _no_borrowing():
+    """While the learner's function runs, the library's ready-made prompt builders raise: the
+    page's demo ``conversation.chat_format(imodel, ...)`` would otherwise return the answer."""
+    from .. import conversation
+    names = ("internlm_prompt", "chat_format")
+
+    def refuse(name):
+        def stub(*args, **kwargs):
+            raise Mismatch(f"你的函数调用了课程库里现成的 conversation.{name}：题目要你按第 5 节的模板自己写，"
+                           "不借用它。")
+        return stub
+    _REAL.update({n: getattr(conversation, n) for n in names})
+    try:
+        for n in names:
+            setattr(conversation, n, refuse(n))
+        yield
+    finally:
+        for n in names:
+            setattr(conversation, n, _REAL.pop(n))
 
 
 def _no_bos(tokenizer, messages):
@@ -116,7 +144,9 @@ def internlm_prompt(fn) -> bool:
     def body():
         tok, ref = _tokenizer(), _reference()
         for n, messages in enumerate(_hidden_chats(), 1):
-            got, want = list(fn(tok, messages)), ref(tok, messages)
+            want = ref(tok, messages)
+            with _no_borrowing():
+                got = list(fn(tok, messages))
             observe(f"第 {n} 段隐藏对话的 token id", got, list(want))
             if got != want:
                 first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))

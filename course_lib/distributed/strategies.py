@@ -7,14 +7,20 @@ Five ideas, each answering "what does one device hold?":
 * **tensor parallel**      — every weight matrix is split (operator-level ``shard``):
                              column-parallel q/k/v/gate/up, row-parallel o/down (Megatron-LM).
 * **pipeline parallel**    — the *layers* are split into stages; micro-batches flow through.
-* **optimizer sharding**   — ZeRO: the AdamW moments (and, at higher levels, gradients and
-                             weights) are split across the data-parallel devices.
+* **optimizer parallel**   — MindSpore's name for ZeRO-style sharding: under SEMI_AUTO /
+                             AUTO_PARALLEL the AdamW moments (and, at higher levels, gradients
+                             and weights) are split across the data-parallel devices; under
+                             DATA_PARALLEL (Lamb, AdamWeightDecay, AdaFactor on Ascend only)
+                             each device updates one group of parameters and broadcasts it.
 * **recomputation**        — nothing is split: activations are recomputed in the backward
                              pass instead of being stored (compute traded for memory).
 
 On the CPU build of MindSpore only data parallel (backend mccl) and recomputation run.
-Tensor/pipeline parallel and optimizer sharding need ``SEMI_AUTO_PARALLEL``, which the CPU
-backend refuses at graph compile time; ``cpu_refusal()`` shows the real error text.
+Tensor and pipeline parallel need ``SEMI_AUTO_PARALLEL``, which the CPU backend refuses at
+graph compile time; optimizer parallel needs it too, or DATA_PARALLEL on Ascend, which the
+optimizer refuses on CPU when it is built (MindSpore 2.7 ``context.py`` l.1061-1064 and
+``nn/optim/optimizer.py`` l.321-338). ``cpu_refusals()`` runs each one and returns the real
+error text.
 The functions below *apply* the Ascend configuration to the course model (they only set
 attributes and the parallel context, so they also run here — that is how they are tested).
 """
@@ -46,15 +52,18 @@ STRATEGIES = (
     Strategy("tensor parallel", "every weight matrix (column / row)",
              "all-reduce of activations, twice per layer",
              "ops.MatMul().shard(((dp, 1), (mp, 1))) under SEMI_AUTO_PARALLEL",
-             "refused: semi_auto needs Ascend/GPU"),
+             "refused: semi_auto needs Ascend/GPU (cpu_refusals runs it)"),
     Strategy("pipeline parallel", "the layers (stages)",
              "activations between neighbouring stages",
              "cell.pipeline_stage = s; pipeline_stages=P; nn.PipelineCell(net, micro_batches)",
-             "refused: semi_auto needs Ascend/GPU"),
-    Strategy("optimizer sharding", "AdamW moments (+ grads, weights)",
-             "reduce-scatter grads, all-gather weights",
-             "enable_parallel_optimizer=True (AutoParallel.hsdp())",
-             "refused: semi_auto needs Ascend/GPU"),
+             "refused: semi_auto needs Ascend/GPU (cpu_refusals runs it)"),
+    Strategy("optimizer parallel",
+             "SEMI_AUTO: AdamW moments (+ grads, weights); DATA_PARALLEL: the update, by parameter group",
+             "SEMI_AUTO: reduce-scatter grads, all-gather weights; DATA_PARALLEL: broadcast of the updated groups",
+             "enable_parallel_optimizer=True: SEMI_AUTO/AUTO_PARALLEL with any optimizer (Ascend, GPU; "
+             "AutoParallel.hsdp()), or DATA_PARALLEL with Lamb/AdamWeightDecay/AdaFactor (Ascend only)",
+             "refused in both modes: semi_auto needs Ascend/GPU, data parallel needs Ascend "
+             "(cpu_refusals runs both)"),
     Strategy("recomputation", "nothing (recompute activations)",
              "none (extra forward compute)",
              "cell.recompute()",
@@ -185,23 +194,63 @@ def configure_ascend(model, dp: int, mp: int = 1, pp: int = 1, optimizer_shard: 
 # --------------------------------------------------------------------------------------
 # What the CPU build says
 # --------------------------------------------------------------------------------------
-def _refusal_demo() -> str:
-    """Fresh process: configure tensor parallel on the tiny Baichuan, compile one forward."""
+# Each attempt: the strategy's configuration on the tiny Baichuan, then the step where
+# MindSpore checks it (compiling one forward; for DATA_PARALLEL's optimizer parallel,
+# building the optimizer: MindSpore 2.7 nn/optim/optimizer.py l.321-329 checks the device
+# there). Keyword arguments of configure_ascend, or "data_parallel_optimizer".
+REFUSAL_ATTEMPTS = {
+    "tensor parallel": dict(mp=2, pp=1, optimizer_shard=False),
+    "pipeline parallel": dict(mp=1, pp=2, optimizer_shard=False),
+    "optimizer parallel, SEMI_AUTO_PARALLEL": dict(mp=1, pp=1, optimizer_shard=True),
+    "optimizer parallel, DATA_PARALLEL": "data_parallel_optimizer",
+}
+
+
+def _attempt(how) -> str:
+    """One attempt in this process; the first line of MindSpore's error, or a note."""
     import numpy as np
-    import course_lib as cl
     import mindspore as ms
+    from mindspore import nn
     from ..baichuan import BaichuanForCausalLM, tiny
-    cl.setup(device="CPU", mode="graph", seed=0, quiet=True)
+    ms.reset_auto_parallel_context()
     model = BaichuanForCausalLM(tiny(num_layers=2, hidden_size=64, intermediate_size=128))
-    configure_ascend(model, dp=1, mp=2, pp=1, optimizer_shard=False, recompute=False)
     try:
-        model(ms.Tensor(np.zeros((2, 8), np.int32)))
+        if how == "data_parallel_optimizer":
+            ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
+                                         gradients_mean=True, enable_parallel_optimizer=True)
+            nn.AdamWeightDecay(model.trainable_params(), learning_rate=1e-3)
+        else:
+            configure_ascend(model, dp=1, recompute=False, **how)
+            model(ms.Tensor(np.zeros((2, 8), np.int32)))
     except RuntimeError as e:
         return next((line for line in str(e).splitlines() if line.strip()), str(e))
-    return "this build accepted SEMI_AUTO_PARALLEL"
+    finally:
+        ms.reset_auto_parallel_context()
+    return "this build accepted it"
+
+
+def _refusal_demo(names: list) -> dict:
+    """Fresh process (the parallel context is global): each named attempt in turn."""
+    import course_lib as cl
+    cl.setup(device="CPU", mode="graph", seed=0, quiet=True)
+    return {name: _attempt(REFUSAL_ATTEMPTS[name]) for name in names}
+
+
+def cpu_refusals(names=None, timeout: float = 300) -> dict:
+    """``{attempt: first line of MindSpore's error}`` for every attempt of
+    ``REFUSAL_ATTEMPTS`` (or the ``names`` given), run in a fresh process and a scratch
+    working directory (a failed compile leaves its IR dumps there). "this build accepted
+    it" where MindSpore raised nothing."""
+    import tempfile
+    names = list(REFUSAL_ATTEMPTS) if names is None else list(names)
+    unknown = [n for n in names if n not in REFUSAL_ATTEMPTS]
+    if unknown:
+        raise ValueError(f"Unknown attempts {unknown}; choose among {list(REFUSAL_ATTEMPTS)}.")
+    with tempfile.TemporaryDirectory(prefix="course-refusal-") as scratch:
+        return run_isolated(_refusal_demo, timeout=timeout, cwd=scratch, names=names)
 
 
 def cpu_refusal(timeout: float = 180) -> str:
-    """Run the tensor-parallel configuration in a fresh process (the parallel context is
-    global) and return the first line of MindSpore's error — or a note if it compiled."""
-    return run_isolated(_refusal_demo, timeout=timeout)
+    """The tensor-parallel attempt alone (``cpu_refusals``): the first line of MindSpore's
+    error, or a note if it compiled."""
+    return cpu_refusals(["tensor parallel"], timeout)["tensor parallel"]

@@ -111,7 +111,10 @@ def sharded_dataset(blocks: np.ndarray, batch_size: int, rank: int, world: int, 
 # --------------------------------------------------------------------------------------
 class DataParallelTrainStep(TrainStep):
     """TrainStep with one extra line: average the gradients over all ranks BEFORE
-    measuring their norm and clipping — every rank must clip the same gradient."""
+    measuring their norm and clipping, so the update is the global-norm clip of the mean
+    gradient, as one device would compute it on the whole batch. (Clipping each rank's own
+    gradient first and averaging after still gives every rank the same update, but a
+    different one, which depends on how the batch was split.)"""
 
     def __init__(self, loss_net, optimizer, clip):
         super().__init__(loss_net, optimizer, clip)
@@ -174,7 +177,8 @@ def launch(out_dir, workers: int = 2, timeout: float = 300, **options):
     for old in out_dir.glob("weights_rank*.npz"):
         old.unlink()                      # never compare against a previous run's weights
     block_size = options.get("block_size", 64)
-    data = out_dir / f"blocks_{block_size}_{options.get('max_docs')}.npy"
+    max_docs = options.get("max_docs")
+    data = out_dir / f"blocks_{block_size}_{'all' if max_docs is None else max_docs}.npy"
     if not data.exists():
         prepare_blocks(block_size, options.get("max_docs"), data)
     options = {**options, "data": data, "out": out_dir}
@@ -261,18 +265,21 @@ def _train(args, step_fn, dataset, rank: int):
     return step, loss, time.perf_counter() - t0
 
 
-def _save(args, model, final: dict, rank: int) -> str | None:
-    """Per-rank weights (the proof that the ranks agree) and rank 0's checkpoint."""
+def _save(args, model, final: dict, rank: int) -> tuple[str | None, str | None]:
+    """Per-rank weights (the proof that the ranks agree) and rank 0's checkpoint.
+    Returns ``(weights file, checkpoint written by this rank or None)``."""
     import mindspore as ms
     if not args.out:
-        return None
+        return None, None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     weights_file = str(out / f"weights_rank{rank}.npz")
     np.savez(weights_file, **final)
+    checkpoint = None
     if rank == 0:
-        ms.save_checkpoint(model, str(out / "model.ckpt"))
-    return weights_file
+        checkpoint = str(out / "model.ckpt")
+        ms.save_checkpoint(model, checkpoint)
+    return weights_file, checkpoint
 
 
 def main(argv=None) -> None:
@@ -297,10 +304,10 @@ def main(argv=None) -> None:
 
     step, loss, seconds = _train(args, step_fn, dataset, rank)
     final = state_dict(model)
-    weights_file = _save(args, model, final, rank)
+    weights_file, checkpoint = _save(args, model, final, rank)
     emit(kind="end", rank=rank, steps=step, last_loss=round(loss, 4), train_seconds=round(seconds, 2),
          steps_per_second=round(step / seconds, 3), fingerprint=round(fingerprint(final), 3),
-         weights_file=weights_file)
+         weights_file=weights_file, checkpoint=checkpoint)
 
 
 if __name__ == "__main__":

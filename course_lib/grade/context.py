@@ -2,7 +2,7 @@
 
 A learner writes an exercise the way the page invites: with the imports, functions, classes
 and small data that the notebook's earlier cells made (``blocks`` imported in section 3,
-``math`` in the first cell, ``probe_lr`` defined in section 2). The grader judges the cell in
+``math`` in the first cell, ``probe_lr`` imported in section 0). The grader judges the cell in
 that context, without re-running the whole notebook (which would train for minutes): before
 the exercise cell it runs the *context*, the top-level statements of the earlier code cells
 that the cell depends on, found from the code:

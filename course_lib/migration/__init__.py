@@ -9,9 +9,13 @@
 * ``native_demo``    — the same model translated to native MindSpore with the mapping table.
 * ``demo_data``      — initial weights and batches shared by every backend of the demo.
 * ``run_torch_demo`` — runs the demo on real PyTorch, on mindtorch (in its own process) or
-                       natively, and measures what works.
-* ``compile_stats``  — counting graph compilations; static/bucketed/dynamic/auto shapes.
-* ``step_modes``     — one training step in PyNative, as an ``@ms.jit`` function, in GRAPH mode.
+                       natively, measures what works, and times the loops phase by phase
+                       (one fresh process per backend and dispatch).
+* ``compile_stats``  — counting graph compilations; static/bucketed/dynamic/auto shapes;
+                       the attention bias built by graph operators (a declared dynamic shape).
+* ``step_modes``     — one training step four ways (eager function, ``@ms.jit`` in PyNative,
+                       the same in GRAPH mode, the ``TrainStep`` Cell), each pair one change
+                       apart, under both PyNative dispatches, each run in a fresh process.
 
 Nothing here imports ``torch`` or ``mindnlp`` at import time: ``mindnlp``/``mindtorch``
 patch MindSpore process-wide, so they only ever run in a separate process.

@@ -35,6 +35,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+import mindspore as ms
+from mindspore import Tensor, ops
+
+from ..layers import MASK_VALUE
 from ..pipelines import IGNORE_INDEX
 from ..runtime import execution_mode
 
@@ -90,10 +94,11 @@ def count_compiles_from_ir(run: Callable[[], object], directory) -> int:
 
     While dumping, MindSpore looks up the source file of every Cell; for code typed into a
     Jupyter cell that file does not exist and it logs one ERROR line per lookup (megabytes).
-    In a Jupyter kernel stderr is a pipe drained by a Python thread that cannot run while
-    MindSpore holds the GIL, so the pipe fills up and the kernel hangs. The C-level stderr
-    is therefore sent to ``mindspore_stderr.log`` (next to the IR files, in a new
-    ``ir_*`` folder inside ``directory``) during the dump."""
+    Written to a Jupyter kernel's stderr, that much output can hang the kernel (a
+    hypothesis, not reproduced here: the stderr pipe is drained by a Python thread that
+    cannot run while MindSpore holds the GIL, so the pipe fills up). The C-level stderr is
+    therefore sent to ``mindspore_stderr.log`` (next to the IR files, in a new ``ir_*``
+    folder inside ``directory``) during the dump."""
     import tempfile
     import mindspore as ms
     directory = Path(directory)
@@ -278,3 +283,41 @@ def same_outputs(a: StreamResult, b: StreamResult, rtol: float = 1e-5) -> bool:
         return False
     return all(np.allclose(x, y, rtol=rtol, atol=1e-5)
                for ra, rb in zip(a.records, b.records) for x, y in zip(ra.outputs, rb.outputs))
+
+
+# --------------------------------------------------------------------------------------
+# One change for chapter 14's section 2.1: the attention bias built by graph operators
+# --------------------------------------------------------------------------------------
+def graph_attention_bias(query_len, key_len, attention_mask=None, slopes=None):
+    """``layers.attention_bias`` without an attention mask, built by MindSpore operators
+    from the lengths (which a declared dynamic shape leaves unknown until run time) instead
+    of by NumPy on the host: 0 where a query may see the key (the key is not after it),
+    ``layers.MASK_VALUE`` where it may not, plus ALiBi's ``slope_h * (pos_key - pos_query)``
+    everywhere — the same numbers as ``layers.attention_bias``. (Its names are imported at
+    module level: the graph compiler parses this function and reads its globals.)"""
+    if attention_mask is not None:
+        raise ValueError("graph_attention_bias covers calls without an attention_mask only.")
+    positions = ops.arange(key_len).astype(ms.float32)                     # keys: 0..S-1
+    queries = positions[key_len - query_len:]                              # the last T of them
+    distance = positions.reshape(1, -1) - queries.reshape(-1, 1)           # (T, S) key - query
+    bias = ops.where(distance <= 0, ops.zeros_like(distance), ops.full_like(distance, MASK_VALUE))
+    bias = bias.reshape(1, 1, query_len, key_len)
+    if slopes is not None:
+        bias = bias + (Tensor(np.asarray(slopes, np.float32)).reshape(1, -1, 1, 1)
+                       * distance.reshape(1, 1, query_len, key_len))
+    return bias
+
+
+@contextmanager
+def bias_from_graph_ops():
+    """Inside the block the course's decoders (``layers.DecoderModel``) build their
+    attention bias with ``graph_attention_bias``; everything else stays as it is. An
+    experiment, not a feature: it covers ALiBi models (Baichuan-13B's family) called without
+    an attention mask — RoPE models also build their cos/sin tables on the host."""
+    from .. import layers
+    saved = layers.attention_bias
+    layers.attention_bias = graph_attention_bias
+    try:
+        yield
+    finally:
+        layers.attention_bias = saved

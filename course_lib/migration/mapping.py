@@ -85,10 +85,11 @@ def _np(x):
 
 
 def _first_line(exc: BaseException, limit: int = 120) -> str:
-    """``Type: first line of the message``, at most ``limit`` characters: a longer line is
-    cut at a word boundary and ends in "…" (never in the middle of a word)."""
+    """``Type: first line of the message`` (runs of spaces made one), at most ``limit``
+    characters: a longer line is cut at a word boundary and ends in "…" (never in the
+    middle of a word)."""
     text = str(exc).strip().splitlines()
-    line = f"{type(exc).__name__}: {text[0] if text else ''}"
+    line = " ".join(f"{type(exc).__name__}: {text[0] if text else ''}".split())   # one space
     if len(line) <= limit:
         return line
     cut = line[:limit]                         # the "…" replaces the character at limit - 1
@@ -305,7 +306,9 @@ def check_cross_entropy() -> MappingRow:
         out = sce(Tensor(logits).view(-1, V), Tensor(labels.astype(np.int32)).view(-1))
         alt = Alternative("nn.SoftmaxCrossEntropyWithLogits(sparse=True)", _diff(ref, out))
     except Exception as exc:  # noqa: BLE001
-        alt = Alternative("nn.SoftmaxCrossEntropyWithLogits(sparse=True)", error=_first_line(exc))
+        # the message ends with the offending label value: keep it (longer than the default)
+        alt = Alternative("nn.SoftmaxCrossEntropyWithLogits(sparse=True)",
+                          error=_first_line(exc, limit=160))
     # Edge case: every label ignored (e.g. a batch of pure padding).
     none = np.full(6, -100)
     t_none = float(torch.nn.functional.cross_entropy(torch.tensor(logits[0]), torch.tensor(none)))
@@ -313,9 +316,17 @@ def check_cross_entropy() -> MappingRow:
     return MappingRow(
         "CrossEntropy + ignore_index", "F.cross_entropy(logits, labels, ignore_index=-100)",
         "ops.cross_entropy(logits, labels, ignore_index=-100)  # 或 nn.CrossEntropyLoss",
-        "均值只在未忽略的位置上取；标签用 int32；全部被忽略时 PyTorch 得到 "
-        f"{t_none}，MindSpore 得到 {m_none}（训练时要避免全是填充的批）。",
+        "均值只在未忽略的位置上取；标签用 int32；" + _all_ignored(t_none, m_none) +
+        "（训练时要避免全是填充的批）。",
         good, 1e-5, (alt,))
+
+
+def _all_ignored(torch_value: float, ms_value: float) -> str:
+    """What the two frameworks return when every label is ignored (0 of 0 tokens)."""
+    same = (np.isnan(torch_value) and np.isnan(ms_value)) or torch_value == ms_value
+    if same:
+        return f"全部被忽略时（0 个 token 求平均）两边都得到 {torch_value}"
+    return f"全部被忽略时 PyTorch 得到 {torch_value}，MindSpore 得到 {ms_value}"
 
 
 def _adamw_hparams():

@@ -96,13 +96,15 @@ def lm_loss(model, inputs, labels):
 
 
 def train_sgd(model, batches, lr: float) -> list[float]:
-    """The same hand-written SGD as ``torch_demo.train_sgd``, the MindSpore way."""
+    """The same hand-written SGD as ``torch_demo.train_sgd``, the MindSpore way: gradients
+    from ``ms.value_and_grad``, then ``p -= lr * g`` in place (``ops.assign_sub``), and the
+    loss read every step. ``batches``: (inputs, labels) int32 Tensors."""
     params = model.trainable_params()
     grad_fn = ms.value_and_grad(lambda i, l: lm_loss(model, i, l), None, params)
     losses = []
     for inputs, labels in batches:
-        loss, grads = grad_fn(Tensor(inputs.astype(np.int32)), Tensor(labels.astype(np.int32)))
+        loss, grads = grad_fn(inputs, labels)
         for p, g in zip(params, grads):
-            ops.assign(p, p - lr * g)
+            ops.assign_sub(p, lr * g)
         losses.append(float(loss.asnumpy()))
     return losses

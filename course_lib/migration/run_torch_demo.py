@@ -13,6 +13,9 @@ Why a separate process: mindtorch patches hundreds of ``mindspore.Tensor`` metho
 (chapter 11 counts 287 replaced and 134 added),
 after which ordinary MindSpore code (and the real torch) can no longer be used there.
 
+``time_steps`` times the training loops phase by phase (gradients, update, loss read) in a
+fresh process per (backend, dispatch); ``compare_speed`` runs them one after the other.
+
 The parent writes the shared inputs once (``prepare_inputs``: initial weights + batches,
 so no child re-reads the corpus); ``run_demo`` runs ``measure`` in a fresh process
 (``runtime.run_isolated``) and gets its result back. ``measure_torch_api("torch", ...)`` and ``measure_mindspore`` may also
@@ -179,8 +182,9 @@ def measure_mindspore(cfg: DemoConfig, weights: dict, batches: list, lr: float) 
     out = {"backend": "mindspore", "mindspore_version": ms.__version__,
            "first_logits": [float(v) for v in logits[0, -1].asnumpy()],
            "train_loop": "native_demo.train_sgd"}
+    tensors = [(Tensor(x.astype(np.int32)), Tensor(y.astype(np.int32))) for x, y in batches]
     start = time.perf_counter()
-    out["train_losses"] = native_demo.train_sgd(model, batches, lr)
+    out["train_losses"] = native_demo.train_sgd(model, tensors, lr)
     out["train_seconds"] = time.perf_counter() - start
     return out
 
@@ -195,6 +199,108 @@ def measure(backend: str, inputs_path, lr: float) -> dict:
         cl.setup(mode="pynative", seed=0, quiet=True)
         return measure_mindspore(cfg, weights, batches, lr)
     return measure_torch_api(backend, cfg, weights, batches, lr)
+
+
+# --------------------------------------------------------------------------------------
+# Speed, phase by phase (child side)
+# --------------------------------------------------------------------------------------
+PHASES = ("gradients", "update", "loss read")
+
+
+def _timed_torch_api(torch, torch_demo, model, batches, lr, workaround: bool):
+    """The statements of ``torch_demo.train_workaround`` (``workaround``) or
+    ``torch_demo.train_sgd``, with a clock read between the phases."""
+    params = list(model.parameters())
+    step = (torch.autograd.value_and_grad(lambda i, l: torch_demo.lm_loss(model, i, l), params)
+            if workaround else None)
+    losses, times = [], {k: [] for k in PHASES}
+    for inputs, labels in batches:
+        t0 = time.perf_counter()
+        for p in params:
+            p.grad = None
+        if workaround:
+            loss = step(inputs, labels)               # attaches p.grad for every p in params
+        else:
+            loss = torch_demo.lm_loss(model, inputs, labels)
+            loss.backward()
+        t1 = time.perf_counter()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+        t2 = time.perf_counter()
+        losses.append(loss.item())
+        t3 = time.perf_counter()
+        for k, a, b in zip(PHASES, (t0, t1, t2), (t1, t2, t3)):
+            times[k].append(b - a)
+    return losses, times
+
+
+def _timed_native(model, batches, lr):
+    """The statements of ``native_demo.train_sgd``, with a clock read between the phases."""
+    import mindspore as ms
+    from mindspore import ops
+    from . import native_demo
+    params = model.trainable_params()
+    grad_fn = ms.value_and_grad(lambda i, l: native_demo.lm_loss(model, i, l), None, params)
+    losses, times = [], {k: [] for k in PHASES}
+    for inputs, labels in batches:
+        t0 = time.perf_counter()
+        loss, grads = grad_fn(inputs, labels)
+        t1 = time.perf_counter()
+        for p, g in zip(params, grads):
+            ops.assign_sub(p, lr * g)
+        t2 = time.perf_counter()
+        losses.append(float(loss.asnumpy()))
+        t3 = time.perf_counter()
+        for k, a, b in zip(PHASES, (t0, t1, t2), (t1, t2, t3)):
+            times[k].append(b - a)
+    return losses, times
+
+
+def time_steps(backend: str, inputs_path, lr: float, blocking: bool, steps: int | None = None) -> dict:
+    """Child entry point: train ``backend`` on the first ``steps`` shared batches in THIS
+    (fresh) process with the loop its training run uses (real torch: ``train_sgd``;
+    mindtorch: ``train_workaround``; native: ``native_demo.train_sgd``), and time each step
+    and its phases: gradients (forward + backward), update, loss read. MindSpore backends use
+    PyNative's default asynchronous dispatch or, with ``blocking``, synchronous dispatch
+    (``ms.runtime.launch_blocking()``). Inputs become tensors before the clock starts.
+    With asynchronous dispatch the phases mean little (operators are still queued when a
+    phase "ends"); only the step total does."""
+    if backend not in BACKENDS:
+        raise ValueError(f"Unknown backend {backend!r}; choose one of {BACKENDS}.")
+    cfg, weights, batches = load_inputs(inputs_path)
+    batches = batches[:steps] if steps else batches
+    if backend in ("mindtorch", "mindspore"):
+        import mindspore as ms
+        if blocking:
+            ms.runtime.launch_blocking()
+    if backend == "mindspore":
+        import course_lib as cl
+        from mindspore import Tensor
+        from . import native_demo
+        cl.setup(mode="pynative", seed=0, quiet=True)
+        model = native_demo.build(cfg)
+        native_demo.load_torch_named(model, weights)
+        tensors = [(Tensor(x.astype(np.int32)), Tensor(y.astype(np.int32))) for x, y in batches]
+        losses, times = _timed_native(model, tensors, lr)
+    else:
+        if backend == "mindtorch":
+            import mindtorch  # noqa: F401  -- from here on `import torch` means mindtorch
+        import torch
+        from . import torch_demo
+        model = torch_demo.TinyGPT(cfg.vocab_size, cfg.hidden, cfg.heads, cfg.layers, cfg.max_len)
+        model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()}, strict=True)
+        tensors = [(torch.tensor(x), torch.tensor(y)) for x, y in batches]
+        losses, times = _timed_torch_api(torch, torch_demo, model, tensors, lr,
+                                         workaround=backend == "mindtorch")
+    return {"backend": backend, "blocking": bool(blocking), "losses": losses,
+            "step_seconds": [sum(t) for t in zip(*times.values())], "phase_seconds": times}
+
+
+def median_ms(values, skip_first: bool = True) -> float:
+    """Median milliseconds, leaving out the first step (one-off setup) when there are others."""
+    rest = values[1:] if skip_first and len(values) > 1 else values
+    return 1000 * float(np.median(rest))
 
 
 # --------------------------------------------------------------------------------------
@@ -222,6 +328,19 @@ def run_demo(backend: str, inputs_path, lr: float = 0.3, timeout: float = 900) -
     env = {"HF_HUB_OFFLINE": "1", "DIFFUSERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore"}
     return run_isolated(measure, backend=backend, inputs_path=str(inputs_path), lr=float(lr),
                         timeout=timeout, env=env)
+
+
+SPEED_RUNS = (("mindspore", True), ("mindtorch", True), ("mindspore", False), ("mindtorch", False))
+
+
+def compare_speed(inputs_path, lr: float = 0.3, steps: int | None = None,
+                  runs=SPEED_RUNS, timeout: float = 900) -> list[dict]:
+    """``time_steps`` for each (backend, blocking) of ``runs``, each in a fresh process,
+    one after the other."""
+    env = {"HF_HUB_OFFLINE": "1", "DIFFUSERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore"}
+    return [run_isolated(time_steps, backend=b, inputs_path=str(inputs_path), lr=float(lr),
+                         blocking=bool(blocking), steps=steps, timeout=timeout, env=env)
+            for b, blocking in runs]
 
 
 def main(argv=None):

@@ -1,4 +1,4 @@
-"""Reference solutions for chapter 12 (dynamic batching)."""
+"""Reference solutions for chapter 12 (continuous batching)."""
 from __future__ import annotations
 
 import numpy as np

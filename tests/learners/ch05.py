@@ -37,8 +37,8 @@ ch05.ex1(round(math.exp((96 * 3.0 + 32 * 5.0) / (96 + 32)), 2))
 # 2: weight decay on the matrices (Dense weights, embeddings), not on biases or RMSNorm scales
 tiny_model = internlm.InternLMForCausalLM(internlm.tiny())
 ch05.ex2(sum(p.size for p in tiny_model.get_parameters() if len(p.shape) >= 2))
-# 3: progress = (55 - 10) / 90 = 0.5 -> half of the cosine, min_lr = 0
-ch05.ex3(warmup_cosine(1e-3, 100, 10)[55])
+# 3: progress = (55 - 10) / 90 = 0.5 -> half of the cosine; LLMTrainer's min_lr is lr / 10
+ch05.ex3(warmup_cosine(1e-3, 100, 10, min_lr=1e-3 / 10)[55])
 # 4: the recorded norm is the global norm before clipping; every gradient is scaled by clip / norm
 global_norm = math.sqrt(3.0 ** 2 + 4.0 ** 2 + 12.0 ** 2)
 ch05.ex4([round(global_norm, 4), round(3.0 * 1.0 / max(global_norm, 1.0), 4)])
@@ -84,10 +84,10 @@ ch05.ex1(round(math.exp((96 * 3.0 + 32 * 5.0) / (96 + 32)), 2))
 # 2: weight decay on the matrices (Dense weights, embeddings), not on biases or RMSNorm scales
 tiny_model = internlm.InternLMForCausalLM(internlm.tiny())
 ch05.ex2(sum(p.size for p in tiny_model.get_parameters() if len(p.shape) >= 2))
-# 3: LLMTrainer's default min_lr is a tenth of the peak
-ch05.ex3(warmup_cosine(1e-3, 100, 10, min_lr=1e-4)[55])
+# 3: forgot that LLMTrainer's min_lr is not the function's default
+ch05.ex3(warmup_cosine(1e-3, 100, 10)[55])
 # 4: the recorded norm is the global norm before clipping; every gradient is scaled by clip / norm
 global_norm = math.sqrt(3.0 ** 2 + 4.0 ** 2 + 12.0 ** 2)
 ch05.ex4([round(global_norm, 4), round(3.0 * 1.0 / max(global_norm, 1.0), 4)])
-''', {"ch05.ex3": "LLMTrainer` 的默认值"}),
+''', {"ch05.ex3": "warmup_cosine_lr` 的默认值"}),
 }

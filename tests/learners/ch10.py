@@ -37,7 +37,10 @@ zero1 = memory.plan(big, 64, memory.Layout(dp=16, zero=1)).memory
 ch10.ex1(round((zero1.total - zero1.activations) / memory.GiB, 2))
 h, f = big.hidden_size, big.intermediate_size
 ch10.ex2((3 * h * h + h * h + 3 * h * f) // 8 + 2 * h)
-ch10.ex3(memory.devices_needed(big, 32, zero=3, recompute=True, micro_batch=4).devices)
+mb = 1
+while memory.plan(big, 32, memory.Layout(dp=16, zero=3, recompute=True, micro_batch=mb + 1)).fits:
+    mb += 1
+ch10.ex3(mb)
 ''',
 }
 
@@ -82,6 +85,10 @@ zero1 = memory.plan(big, 64, memory.Layout(dp=16, zero=1)).memory
 ch10.ex1(round((zero1.total - zero1.activations) / memory.GiB, 2))
 h, f = big.hidden_size, big.intermediate_size
 ch10.ex2((3 * h * h + h * h + 3 * h * f) // 8)
-ch10.ex3(memory.devices_needed(big, 32, zero=3, recompute=True, micro_batch=4).devices)
-''', {"ch10.ex2": "哪些参数不在计划里"}),
+import math
+state = memory.training_state_bytes(big.num_parameters()).total / 16
+act = memory.per_device_memory(big, memory.Layout(dp=16, zero=3, recompute=True)).activations
+ch10.ex3(math.ceil((32 * memory.GiB - state) / act))
+''', {"ch10.ex2": "哪些参数不在计划里",
+                                                      "ch10.ex3": "加 1 之后还放得下吗"}),
 }

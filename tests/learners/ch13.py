@@ -36,7 +36,7 @@ torch_eps = 1e-5   # torch.nn.LayerNorm(normalized_shape, eps=1e-05, ...)
 ms_eps = 1e-7      # mindspore.nn.LayerNorm(normalized_shape, ..., epsilon=1e-07)
 var = 1e-5
 ch13.ex1(float(np.sqrt((var + torch_eps) / (var + ms_eps))))
-ch13.ex2("encoder.norm.gamma")
+ch13.ex2(5)   # tok (Embedding) 1 + ln1 2 + ln_f 2; Linear keeps its names
 p0, g, lr, wd, eps = 1.0, 0.5, 1e-3, 0.01, 1e-8
 m_hat, v_hat = g, g * g            # bias-corrected moments after one step
 ch13.ex3(p0 * (1 - lr * wd) - lr * m_hat / (np.sqrt(v_hat) + eps))
@@ -83,7 +83,7 @@ torch_eps = 1e-5   # torch.nn.LayerNorm(normalized_shape, eps=1e-05, ...)
 ms_eps = 1e-7      # mindspore.nn.LayerNorm(normalized_shape, ..., epsilon=1e-07)
 var = 1e-5
 ch13.ex1(float(np.sqrt((var + torch_eps) / (var + ms_eps))))
-ch13.ex2("encoder.norm.gamma")
+ch13.ex2(5)   # tok (Embedding) 1 + ln1 2 + ln_f 2; Linear keeps its names
 p0, g, lr, eps = 1.0, 0.5, 1e-3, 1e-8
 ch13.ex3(p0 - lr * g / (np.sqrt(g * g) + eps))
 ''', {"ch13.ex3": "权重衰减"}),
