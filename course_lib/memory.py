@@ -20,8 +20,10 @@ Assumptions (state them whenever you quote a number):
   ``a·s`` (they recompute it). Full recomputation keeps only each layer's input (h values)
   plus one layer's activations while it is recomputed. The head keeps float32 logits
   (4·V bytes per token) for the cross-entropy.
-* **Parallelism** (Megatron-LM / ZeRO conventions; in MindSpore: ``tensor``/``pipeline``
-  parallel and the *parallel optimizer* ``optimizer_level`` level1/2/3 = ZeRO-1/2/3):
+* **Parallelism** (Megatron-LM / ZeRO conventions, the paper's stages; in MindSpore:
+  ``tensor``/``pipeline`` parallel and the *parallel optimizer*, whose ``optimizer_level``
+  levels do not map one to one: its docs say level1 already shards the weights and
+  optimizer state, level2 adds the gradients; this calculator models ZeRO-1/2/3 only):
   tensor parallel (with sequence parallelism) divides weights, gradients, optimizer state
   and activations by ``tp``; pipeline parallel divides the model state by ``pp`` but, with
   the 1F1B schedule, the first stage keeps ``pp`` micro-batches in flight, so activation

@@ -190,7 +190,9 @@ def _ex1() -> int:
 @exercise("number", "InternLM-7B 预设上 r=8 的 LoRA 适配每层全部 7 个线性层，新增多少可训练参数", solution=_ex1,
           question="InternLM-7B 预设（`internlm_7b()`）上，LoRA（r=8）适配每层**全部 7 个**线性层"
                    "（`q_proj`、`k_proj`、`v_proj`、`o_proj`、`gate_proj`、`up_proj`、`down_proj`），"
-                   "一共新增多少可训练参数？（整数，要完全相等；各层的形状从 `internlm_7b()` 的配置读出）")
+                   "一共新增多少可训练参数？（整数，要完全相等；各层的形状从 `internlm_7b()` 的配置读出，"
+                   "手算，不调用 `lora.inject_lora`：第 9 节的演示换一个参数就是答案）",
+          targets=("course_lib.lora.inject_lora",))
 def ex1(answer) -> bool:
     """How many trainable parameters does LoRA r=8 on all seven linear layers of every block
     (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj) add to the InternLM-7B preset?"""
