@@ -26,7 +26,8 @@ this table equal to the notebooks' imports):
                                    sft, zoo
     09 merge, export, deploy ..... export, lora, sft, zoo
     10 distributed training ...... baichuan, distributed, memory
-    11 mindnlp interop ........... data, internlm, interop, runtime, tokenizer
+    11 mindnlp interop ........... data, families, internlm, interop, runtime, solutions,
+                                   tokenizer
     12 inference engineering ..... data, experiments, export, folded, generation, inference,
                                    lora, runtime, zoo
     13 PyTorch migration ......... baichuan, families, hf_weights, internlm, migration,
