@@ -11,7 +11,11 @@ scaffold prints "not attempted" (the course's own stored output), and the answer
 the page invites, run after everything the notebook ran before it, passes.
 """
 import ast
+import contextlib
+import importlib
+import io
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -38,9 +42,38 @@ def checker_calls(source: str, exercises) -> list[str]:
     return calls
 
 
+def chapter_print(stmt) -> str | None:
+    """What a top-level ``print(...)`` of the chapter's own data prints (the scaffolds of number
+    cells print e.g. ``ch04.SCORES``), or None if ``stmt`` is not one: it may use no other name."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "print"):
+        return None
+    names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - {"print"}
+    if not all(re.fullmatch(r"ch\d\d", n) for n in names):
+        return None
+    out = io.StringIO()
+    scope = {n: importlib.import_module(f"course_lib.check.{n}") for n in names}
+    with contextlib.redirect_stdout(out):
+        exec(compile(ast.Module([stmt], []), "<answer>", "exec"), scope)
+    return out.getvalue()
+
+
+def expected_output(source: str, exercises) -> str:
+    """What the RIGHT answer prints when it passes, statement by statement: the chapter's data
+    it prints, then one "✅ 正确！" line per checker call."""
+    text = ""
+    for stmt in ast.parse(source).body:
+        printed = chapter_print(stmt)
+        if printed is not None:
+            text += printed
+        else:
+            text += "".join(f"[{name}] {PASSED}\n" for name in checker_calls(ast.unparse(stmt), exercises))
+    return text
+
+
 def answer_cell(source: str, key) -> dict:
     exercises = (key,) if isinstance(key, str) else tuple(key)
-    text = "".join(f"[{name}] {PASSED}\n" for name in checker_calls(source, exercises))
+    text = expected_output(source, exercises)
     # nbval compares only cells that carry an execution count (an unrun cell with outputs fails).
     return {"cell_type": "code", "execution_count": 1, "source": source.strip("\n"),
             "metadata": {"tags": ["nbval-check-output"], "course": {"learner_answer": list(exercises)}},
