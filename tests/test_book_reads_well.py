@@ -121,11 +121,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("instructors.md", "2.28"): "glibc version required by the manylinux_2_28 wheels named on the line",
     ("instructors.md", "2026001"): "an example learner folder name, not a figure",
     ("instructors.md", "2026002"): "an example learner folder name, not a figure",
-    ("instructors.md", "5 秒"): "per-cell grading time on 2 cores, the same measurement as the 57–63 s run named below",
-    ("instructors.md", "15 秒"): "chapter 11's cells import mindnlp first, same measurement",
-    ("instructors.md", "1 分钟"): "tests/test_grade.py's class, 57–63 s measured 2026-12-04 as stated on the next line",
-    ("instructors.md", "63 秒"): "the interleaved old/new grader timing of 2026-12-04, stated with its load",
-    ("instructors.md", "40 分钟"): "an estimate derived on the same line from the per-cell time",
     **{("08_internlm_lora.ipynb", f): "a row of the LoRA-payoff table that benchmarks/RESULTS.md "
        "records (cited with benchmarks/lora_payoff.py just above the table)"
        for f in ("4,800", "0.570", "0.430", "0.705", "0.770", "0.753")},
