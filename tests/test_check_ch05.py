@@ -22,7 +22,7 @@ def test_ex1_perplexity_is_token_weighted():
 
 
 def test_ex2_decayed_parameters(capsys):
-    model = internlm.InternLMForCausalLM(internlm.tiny())
+    model = internlm.InternLMForCausalLM(internlm.tiny(num_layers=4))
     params = model.trainable_params()
     matrices = sum(p.size for p in params if len(p.shape) >= 2)       # biases, norm scales: no decay
     assert ch05.ex2(matrices)
@@ -32,6 +32,15 @@ def test_ex2_decayed_parameters(capsys):
     capsys.readouterr()
     ch05.ex2(0)
     assert str(matrices) not in capsys.readouterr().out
+
+
+def test_ex2_is_not_the_count_of_the_notebooks_model_at_either_scale():
+    """The gradebook replays a learner's cells at CI scale while the learner ran at full scale:
+    an answer counted from chapter 05's own ``model`` would pass at one scale only."""
+    ci = dict(num_layers=1, hidden_size=64, num_heads=2, intermediate_size=128)
+    for overrides in (ci, {}):       # chapter 05's MODEL_CONFIG at CI scale / at full scale
+        params = internlm.InternLMForCausalLM(internlm.tiny(**overrides)).trainable_params()
+        assert not ch05.ex2(sum(p.size for p in params if len(p.shape) >= 2))
 
 
 def test_ex3():

@@ -43,27 +43,31 @@ def ex1(answer) -> bool:
     return check_number(answer, _eval_perplexity(), rel=0.0, abs_=5e-3, name="ch05.ex1", hint=hint)
 
 
+EX2_LAYERS = 4      # neither the notebook's model at CI scale (1 layer) nor at full scale (2)
+
+
 def _decayed_params() -> int:
-    """Parameters AdamW decays in internlm.tiny(): the library's rule (training.default_decay_filter:
-    tensors of 2 dimensions or more), applied to the model's shape walk."""
+    """Parameters AdamW decays in internlm.tiny(num_layers=4): the library's rule
+    (training.default_decay_filter: tensors of 2 dimensions or more), applied to the shape walk."""
     from ..internlm import tiny
-    return sum(int(np.prod(s)) for s in tiny().parameter_shapes().values() if len(s) >= 2)
+    return sum(int(np.prod(s)) for s in tiny(num_layers=EX2_LAYERS).parameter_shapes().values()
+               if len(s) >= 2)
 
 
 def _tiny_counts() -> dict:
     from ..internlm import tiny
-    shapes = tiny().parameter_shapes()
+    shapes = tiny(num_layers=EX2_LAYERS).parameter_shapes()
     size = lambda keep: sum(int(np.prod(s)) for n, s in shapes.items() if keep(n))   # noqa: E731
     return {"total": size(lambda n: True), "bias": size(lambda n: n.endswith(".bias")),
             "norm": size(lambda n: "norm" in n), "head": size(lambda n: n.startswith("lm_head"))}
 
 
-@exercise("number", "LLMTrainer 训练 internlm.tiny() 时 AdamW 做权重衰减的参数个数", solution=_decayed_params,
-          question="用 `LLMTrainer(model, ..., weight_decay=0.1)` 训练默认尺寸的 `internlm.tiny()`"
-                   "（不传 `trainable`，所有参数都训练）。AdamW 对其中**多少个参数**（标量个数）做权重衰减？"
+@exercise("number", "LLMTrainer 训练 internlm.tiny(num_layers=4) 时 AdamW 做权重衰减的参数个数", solution=_decayed_params,
+          question="用 `LLMTrainer(model, ..., weight_decay=0.1)` 训练 4 层的 `internlm.tiny(num_layers=4)`"
+                   "（其余尺寸取默认值，不是本章训练的 `model`；不传 `trainable`，所有参数都训练）。AdamW 对其中**多少个参数**（标量个数）做权重衰减？"
                    "给出整数。（哪些参数衰减、哪些不衰减，见第 2 节；可以数，也可以用公式算。）")
 def ex2(answer) -> bool:
-    """How many parameters of internlm.tiny() does LLMTrainer's AdamW decay (matrices only)?"""
+    """How many parameters of internlm.tiny(num_layers=4) does LLMTrainer's AdamW decay (matrices only)?"""
     c = _tiny_counts()
     hint = recognised(answer, (
         ("这是全部参数的个数：第 2 节说权重衰减不作用于哪些参数？", c["total"]),
@@ -71,7 +75,7 @@ def ex2(answer) -> bool:
         ("去掉了 RMSNorm 的缩放，但 InternLM 的 q/k/v/o 还带偏置，它们也不衰减（第 2 节、第 3 节开头）。",
          c["total"] - c["norm"]),
         ("这只是输出层 lm_head：题目训练的是所有参数。", c["head"]),
-    ), "回到第 2 节：哪几类参数做权重衰减；再数 internlm.tiny() 里属于这几类的参数"
+    ), "回到第 2 节：哪几类参数做权重衰减；再数 internlm.tiny(num_layers=4) 里属于这几类的参数"
        "（`model.parameters_and_names()` 给出每个参数的名字和形状）。", rel=0.0)
     return check_number(answer, _decayed_params(), integer=True, rel=0, name="ch05.ex2", hint=hint)
 

@@ -35,7 +35,7 @@ ch05.clipped_train_step(train_step)
     ("ch05.ex1", "ch05.ex2", "ch05.ex3", "ch05.ex4"): '''# 1: evaluate() sums the NLL over all predicted tokens, divides by their count, then exp
 ch05.ex1(round(math.exp((96 * 3.0 + 32 * 5.0) / (96 + 32)), 2))
 # 2: weight decay on the matrices (Dense weights, embeddings), not on biases or RMSNorm scales
-tiny_model = internlm.InternLMForCausalLM(internlm.tiny())
+tiny_model = internlm.InternLMForCausalLM(internlm.tiny(num_layers=4))
 ch05.ex2(sum(p.size for p in tiny_model.get_parameters() if len(p.shape) >= 2))
 # 3: progress = (55 - 10) / 90 = 0.5 -> half of the cosine; LLMTrainer's min_lr is lr / 10
 ch05.ex3(warmup_cosine(1e-3, 100, 10, min_lr=1e-3 / 10)[55])
@@ -82,7 +82,7 @@ ch05.clipped_train_step(train_step)
     ("ch05.ex1", "ch05.ex2", "ch05.ex3", "ch05.ex4"): ('''# 1: evaluate() sums the NLL over all predicted tokens, divides by their count, then exp
 ch05.ex1(round(math.exp((96 * 3.0 + 32 * 5.0) / (96 + 32)), 2))
 # 2: weight decay on the matrices (Dense weights, embeddings), not on biases or RMSNorm scales
-tiny_model = internlm.InternLMForCausalLM(internlm.tiny())
+tiny_model = internlm.InternLMForCausalLM(internlm.tiny(num_layers=4))
 ch05.ex2(sum(p.size for p in tiny_model.get_parameters() if len(p.shape) >= 2))
 # 3: forgot that LLMTrainer's min_lr is not the function's default
 ch05.ex3(warmup_cosine(1e-3, 100, 10)[55])
