@@ -188,3 +188,49 @@ def test_a_refused_statement_takes_only_its_own_answers():
     solo = read_cell("from course_lib.solutions import ch06\nch06.ex1(1)\n", "", ["ch06.rms_norm"],
                      (), {"course_lib.check.ch06.rms_norm"})
     assert solo.finding is not None and solo.finding.verdict == "borrowed"    # one exercise: all or nothing
+
+
+def test_a_statement_is_held_to_the_targets_of_the_answers_it_feeds():
+    """ch08.ex1 must not be computed by ``lora.inject_lora`` (its target); ch08.ex4, in the
+    same answers cell, may use it as section 9 does: only ex1's statement is refused, and an
+    earlier cell that feeds only ex4 is not held to ex1's target."""
+    from course_lib.grade import _piece_targets
+    from course_lib.grade.audit import read_cell
+    from course_lib.grade.context import Piece
+    setup = "from course_lib import lora, memory\n"
+    names = ["ch08.ex1", "ch08.ex4"]
+    registered = {f"course_lib.check.{n}" for n in names}
+    targets = {"ch08.ex1": ("course_lib.lora.inject_lora",), "ch08.ex4": ()}
+    code = ("n4 = lora.inject_lora(big, ['q_proj'], r=64).added\n"
+            "ch08.ex4(n4 * 2)\n"
+            "n1 = lora.inject_lora(big, ['q_proj'], r=8).added\n"
+            "ch08.ex1(n1)\n")
+    reading = read_cell(code, setup, names, targets, registered)
+    assert reading.finding is None
+    assert set(reading.refused) == {"ch08.ex1"} and reading.refused["ch08.ex1"].verdict == "borrowed"
+    assert reading.code.splitlines()[0] == code.splitlines()[0]
+    flat = read_cell(code, setup, names, targets["ch08.ex1"], registered)     # one list for all
+    assert set(flat.refused) == {"ch08.ex1", "ch08.ex4"}
+
+    class Task:                         # an earlier cell's statement feeding only ex4
+        code = "ch08.ex4(report7.added)\nch08.ex1(19988480)\n"
+        cell = type("Cell", (), {"exercises": tuple(names)})
+    piece = Piece(cell=3, line=1, code="report7 = lora.inject_lora(big, ['q_proj'], r=64)", learner=True)
+    assert _piece_targets(piece, Task, targets) == ()
+    piece1 = Piece(cell=3, line=1, code="x = 1", learner=True)               # feeds nothing: all
+    assert _piece_targets(piece1, Task, targets) == ("course_lib.lora.inject_lora",)
+
+
+@pytest.mark.parametrize("call, borrowed", [
+    ("super().construct(x)", True),                               # the reference's own forward
+    ("super(MyLoRADense, self).construct(x)", True),
+    ("super(lora.LoRADense, self).construct(x) + self.bypass(x)", False),   # nn.Dense's: W x + b
+])
+def test_super_is_borrowing_only_when_it_reaches_the_reference(call, borrowed):
+    from course_lib.grade.audit import audit
+    code = ("class MyLoRADense(lora.LoRADense):\n"
+            "    def construct(self, x):\n"
+            f"        return {call}\n")
+    found = audit(code, "from course_lib import lora\n", ["ch08.lora_forward"],
+                  ("course_lib.lora.LoRADense.construct",), {"course_lib.check.ch08.lora_forward"})
+    assert (found is not None and found.verdict == "borrowed") == borrowed, found

@@ -191,7 +191,7 @@ def _ex1() -> int:
           question="InternLM-7B 预设（`internlm_7b()`）上，LoRA（r=8）适配每层**全部 7 个**线性层"
                    "（`q_proj`、`k_proj`、`v_proj`、`o_proj`、`gate_proj`、`up_proj`、`down_proj`），"
                    "一共新增多少可训练参数？（整数，要完全相等；各层的形状从 `internlm_7b()` 的配置读出，"
-                   "手算，不调用 `lora.inject_lora`：第 9 节的演示换一个参数就是答案）",
+                   "手算。不要调用 `lora.inject_lora`：那只是把第 9 节的演示换一个参数，成绩册把这样得到的答案记为“借用”）",
           targets=("course_lib.lora.inject_lora",))
 def ex1(answer) -> bool:
     """How many trainable parameters does LoRA r=8 on all seven linear layers of every block

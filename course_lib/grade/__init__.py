@@ -101,6 +101,18 @@ def _plan(learners: dict, cells: dict) -> tuple[dict, list]:
     return decided, tasks
 
 
+def _piece_targets(piece, task, targets: dict) -> tuple:
+    """The targets an earlier cell's statement is held to: those of the answers that use the
+    names it binds (all of the cell's when it feeds none directly)."""
+    body = context.statements(task.code) or []
+    bound = context.bound_names(context.statements(piece.code)[0])
+    fed = set()
+    for stmt, answers in zip(body, audit.feeds(body, task.cell.exercises)):
+        if bound & context.free_names([stmt]):
+            fed |= answers
+    return tuple(t for ex in (fed or targets) for t in targets[ex])
+
+
 def _read(task, registry, registered) -> audit.Reading:
     """The static reader's verdict on the cell (``audit.read_cell``: a number cell statement
     by statement) and on the learner's statements of its context (the names of the whole
@@ -108,10 +120,11 @@ def _read(task, registry, registered) -> audit.Reading:
     not need is dropped from the context instead (an ``import sys`` left in an earlier cell
     does not make the exercise an error)."""
     cell, pieces = task.cell, task.pieces
-    targets = [t for ex in cell.exercises for t in registry[ex].targets]
+    targets = {ex: tuple(registry[ex].targets) for ex in cell.exercises}
     names = cell.setup + "".join(p.code + "\n" for p in pieces)
     for p in [p for p in pieces if p.learner]:
-        found = audit.audit(p.code, names, cell.exercises, targets, registered)
+        found = audit.audit(p.code, names, cell.exercises, _piece_targets(p, task, targets),
+                            registered)
         if found is None:
             continue
         needed = context.bound_names(context.statements(p.code)[0]) & \

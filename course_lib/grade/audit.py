@@ -179,7 +179,8 @@ class _Reader:
         if node.attr.startswith("__") and node.attr not in ALLOWED_DUNDERS:
             self.flag(node, "error", f"访问了解释器内部的属性 {node.attr}")
         if isinstance(node.value, ast.Call) and _dotted(node.value.func) == ["super"] and \
-                any(t.split(".")[-1] == node.attr and t.count(".") >= 3 for t in self.targets):
+                any(t.split(".")[-1] == node.attr and t.count(".") >= 3 for t in self.targets) and \
+                not self._skips_target(node.value, node.attr):
             self.flag(node, "borrowed", f"调用了父类现成的 {node.attr}：题目要你自己写它")
         parts = _dotted(node)
         if not parts or parts[0] not in self.names:
@@ -193,6 +194,14 @@ class _Reader:
             self.flag(node, "error", f"改写了别的模块的属性 {'.'.join(parts)}")
         elif not inner:                          # judge the whole chain once, at its end
             self.judge_path(node, self.resolve(parts), called=called)
+
+    def _skips_target(self, call: ast.Call, attr: str) -> bool:
+        """``super(lora.LoRADense, self).construct``: the method of the class ABOVE the
+        reference (nn.Dense's), not the reference's own."""
+        parts = _dotted(call.args[0]) if call.args else None
+        if not parts or parts[0] not in self.names:
+            return False
+        return f"{self.resolve(parts)}.{attr}" in self.targets
 
     def _name(self, node, called: bool, inner: bool) -> None:
         if node.id.startswith("__") and node.id not in ALLOWED_DUNDERS:
@@ -250,12 +259,35 @@ def _shifted(finding: Finding | None, offset: int) -> Finding | None:
                                            lambda m: f"（第 {int(m.group(1)) + offset} 行）", finding.reason))
 
 
+def feeds(body: list, exercises) -> list[set]:
+    """For each top-level statement, the exercises it answers: those whose checker it calls,
+    and those fed by the names it binds through the statements after it."""
+    out, needed = [set() for _ in body], {}      # needed: name -> exercises later statements feed
+    for i in range(len(body) - 1, -1, -1):
+        mine = set(called(body[i], exercises))
+        for name in _bound(body[i]):
+            mine |= needed.pop(name, set())
+        out[i] = mine
+        for n in ast.walk(body[i]):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                needed.setdefault(n.id, set()).update(mine)
+    return out
+
+
+def _flat(targets) -> tuple:
+    return tuple(t for ts in targets.values() for t in ts) if isinstance(targets, dict) \
+        else tuple(targets)
+
+
 def read_cell(source: str, setup: str, exercises, targets=(), registered=()) -> Reading:
     """:func:`audit` for a cell. A cell of several answers (the number exercises) is read one
     top-level statement at a time: a statement the reader refuses does not run (it raises the
     reason instead) and decides only the answers that call it or use what it defines; the
-    other answers of the cell are judged as usual. A code exercise's cell is all or nothing."""
-    whole = audit(source, setup, exercises, targets, registered)
+    other answers of the cell are judged as usual. ``targets``: a sequence for every answer,
+    or ``{exercise: targets}``, then a statement is held only to the targets of the answers
+    it feeds (ex1's library function may compute ex4). A code exercise's cell is all or
+    nothing."""
+    whole = audit(source, setup, exercises, _flat(targets), registered)
     if whole is None or len(tuple(exercises)) < 2:
         return Reading(whole, {}, source)
     try:
@@ -263,9 +295,11 @@ def read_cell(source: str, setup: str, exercises, targets=(), registered=()) -> 
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return Reading(whole, {}, source)
     lines, refused, tainted, names = source.splitlines(keepends=True), {}, {}, setup
-    for stmt in body:
+    answers = feeds(body, exercises)
+    for stmt, fed in zip(body, answers):
         text = ast.get_source_segment(source, stmt) or ""
-        found = _shifted(audit(text, names, exercises, targets, registered), stmt.lineno - 1)
+        mine = _flat({ex: targets[ex] for ex in fed}) if isinstance(targets, dict) else targets
+        found = _shifted(audit(text, names, exercises, mine, registered), stmt.lineno - 1)
         used = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
         found = found or next((tainted[n] for n in sorted(used & set(tainted))), None)
         if found is not None:
