@@ -120,6 +120,6 @@ def test_number_hints_name_the_wrong_path_not_the_method(capsys):
     assert not ch02.ex1(round(val.count(majority) / len(val), 3))
     assert not ch02.ex2(3 * 2) and not ch02.ex3(32)
     out = capsys.readouterr().out
-    assert "验证集上的基线" in out and "编码器里不只有块" in out and "一个 epoch 的步数" in out
+    assert "验证集上的基线" in out and "编码器里不只有块" in out and "一轮（epoch）的步数" in out
     for method in ("ceil(", "splits.test）里这一类", "2TP /"):
         assert method not in out

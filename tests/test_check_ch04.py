@@ -80,3 +80,16 @@ def test_the_judge_sees_the_measured_lr_and_the_stopping_epoch():
     assert _judged(ch04.early_stopping, _MyStop, sol.EarlyStop) == "pass"
     assert _judged(ch04.halve_lr, sol.wrong_halve_at_begin, sol.HalveLR) == "fail"
     assert _judged(ch04.early_stopping, sol.wrong_stop_one_late, sol.EarlyStop) == "fail"
+
+
+def test_early_stopping_hints_never_state_ex4s_answer(capsys):
+    """ch04.ex4 asks where EarlyStopping(patience=2) stops on SCORES: the code exercise just
+    before it must not run that case (its mismatch hint would print the answer), and its
+    realistic wrong callbacks are still caught on the other cases."""
+    from course_lib.solutions import ch04 as sol
+    assert (ch04.SCORES, 2) not in ch04.STOP_CASES
+    for wrong in (sol.wrong_stop_no_reset, sol.wrong_stop_ties_improve, sol.wrong_stop_one_late):
+        assert not ch04.early_stopping(wrong)
+    out = capsys.readouterr().out
+    assert f"{list(ch04.SCORES)}、patience=2" not in out
+    assert "清零" in out and "持平" in out and "多等了一次" in out

@@ -10,7 +10,7 @@ def _count(text: str) -> int:
 
 
 @exercise("number", "课程分词器把 '人工智能' 编码成几个 id", solution=lambda: _count("人工智能"),
-          question='课程分词器把 `"人工智能"` 编码成几个 id？')
+          question='课程分词器把 `"人工智能"` 编码成几个 id？答一个整数，要完全相等。')
 def ex1(answer) -> bool:
     """How many token ids does the course tokenizer produce for '人工智能'?"""
     hint = recognised(answer, [("分词器没有把这四个字合成一个 id：第 4 节打印了它怎样切分文本。", 1)],
@@ -21,7 +21,7 @@ def ex1(answer) -> bool:
 @exercise("number", "新闻语料里没有的 '🚀' 被字节级 BPE 编码成几个 id（先推理再验证）",
           solution=lambda: _count("🚀"),
           question='新闻语料里从来没有 `"🚀"`。字节级 BPE 会把它编码成几个 id？'
-                   "先按第 4 节的说明推理（没见过的字符用什么表示），再用 `tok.encode` 验证。")
+                   "先按第 4 节的说明推理（没见过的字符用什么表示），再用 `tok.encode` 验证。答一个整数，要完全相等。")
 def ex2(answer) -> bool:
     """The news corpus never contains '🚀': how many ids does the byte-level BPE give it?"""
     hint = recognised(answer, [("没有一个 id 代表整个“🚀”：BPE 只为语料里出现过的片段学到 token（第 4 节）。", 1)],
@@ -47,7 +47,8 @@ def _de_counts() -> tuple[int, int]:
           solution=lambda: _de_counts()[0],
           question="新闻验证集（`data.news_splits().validation`）里的汉字“的”有几千个。"
                    "把它编码之后，**单独**成为一个 token 的“的”（就是 `tok.encode(\"的\")` 给出的那一个 id）出现了多少次？"
-                   "和“的”这个字出现的次数比一比：其余的“的”到哪里去了？")
+                   "答一个整数，要完全相等。（检查器只检查这个次数；再和“的”这个字出现的次数比一比，"
+                   "想一想其余的“的”到哪里去了——这一问不评分。）")
 def ex3(answer) -> bool:
     """How many tokens of the encoded news validation split are exactly '的'?"""
     n_tokens, n_chars = _de_counts()

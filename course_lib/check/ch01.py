@@ -164,7 +164,8 @@ def _ffn_reference():
                    "`fc1 = nn.Dense(embed_dim, ffn_dim)`、`fc2 = nn.Dense(ffn_dim, embed_dim)`，"
                    "激活用精确的 GELU（`nn.GELU(approximate=False)`）。"
                    "前向是 pre-norm 块的前馈子层：输入先经过 `norm`，再依次经过 `fc1`、GELU、`fc2`，"
-                   "最后加回原来的输入（残差）。输出形状与输入相同。")
+                   "最后加回原来的输入（残差）。输出形状与输入相同。"
+                   "不要用（调用或继承）课程库的 `blocks.FeedForward`：它就是这里要写的前馈部分，成绩册把这样得到的答案记为“借用”。")
 def residual_ffn(cls) -> bool:
     """``cls(embed_dim, ffn_dim)`` with parameters norm.gamma/beta, fc1.*, fc2.*."""
     def body():
@@ -268,8 +269,8 @@ def _decoder_reference():
                    "（都是 `nn.LayerNorm((embed_dim,), epsilon=1e-5)`）。"
                    "`construct(x, context, context_padding_mask=None)`：`x` 形状 `(B, T, embed_dim)`，"
                    "`context` 形状 `(B, S, kv_dim)`，掩码形状 `(B, S)`、bool（`True` = 填充）或 `None`；"
-                   "返回形状 `(B, T, embed_dim)`。检查器先核对参数名和形状，再把一组隐藏的随机权重复制进你的 Cell，"
-                   "在隐藏的输入上（T = 1 与 T > 1、带与不带掩码）比较输出和每个参数的梯度。")
+                   "返回形状 `(B, T, embed_dim)`。检查器的隐藏输入包括 T = 1 与 T > 1。"
+                   "三个子层可以用上面点名的 `blocks` 子模块，但不要继承第 5 节的 `TransformerBlock`：成绩册把这样得到的答案记为“借用”。")
 def prenorm_block(cls) -> bool:
     """``cls(embed_dim, num_heads, ffn_dim, kv_dim)``; construct(x, context,
     context_padding_mask=None): a pre-norm decoder block (causal self-attention,

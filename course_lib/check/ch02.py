@@ -77,8 +77,8 @@ def ex3(answer) -> bool:
     (drop_remainder=False): how many optimizer steps run?"""
     hint = recognised(answer, [
         ("最后那个不满 32 条的小批次也是一步：题目说不丢弃它。", 3 * (1000 // 32)),
-        ("这是一个 epoch 的步数：train 的第一个参数是 epoch 数（第 3 节）。", math.ceil(1000 / 32)),
-    ], "一个 epoch 里有几个批（最后不满的小批次算不算），train(3, ...) 又跑几个 epoch（第 3 节）？")
+        ("这是一轮（epoch）的步数：train 的第一个参数是轮数（第 3 节）。", math.ceil(1000 / 32)),
+    ], "一轮（epoch）里有几个批（最后不满的小批次算不算），train(3, ...) 又跑几轮（第 3 节）？")
     return check_number(answer, 3 * math.ceil(1000 / 32), integer=True, name="ch02.ex3", hint=hint)
 
 
@@ -110,7 +110,9 @@ def _loss_cases():
                    "目标分布是 `(1 - s)·one_hot + s/K`（K 个类别**都**分到 `s/K`，包括正确类），"
                    "损失是 `-Σ 目标 · log_softmax(logits)` 对 batch 取平均，返回一个标量。"
                    "`logits` 可能是 float16：先转成 float32，整个损失在 float32 下计算。"
-                   "检查器的参考是 MindSpore 自带的 `nn.CrossEntropyLoss(label_smoothing=s)`（在 float32 下计算），"
+                   "检查器的参考是 MindSpore 自带的 `nn.CrossEntropyLoss(label_smoothing=s)`（在 float32 下计算）。"
+                   "不要调用它（或 `ops.cross_entropy`、`mint` 里的交叉熵）：题目要你自己写它算的东西，"
+                   "成绩册把这样得到的答案记为“借用”。检查器的"
                    "输入包括 batch 1、K=2 与 K=7、float16 的 logits；损失的容差是绝对 1e-5 加相对 1e-4"
                    "（float16 的 logits：绝对 1e-3 加相对 1e-4），还比较对 logits 的梯度。"
                    "写好后它可以直接当 `Model(net, loss_fn=MyLabelSmoothingCE(0.1), ...)` 的损失。")
@@ -174,6 +176,10 @@ def _f1(pred, labels) -> float:
                  (_sol("wrong_f1_precision"), "精确率")),
           targets=("course_lib.metrics.BinaryF1",),
           question="**自定义指标。** 写 `MyF1(Metric)`（`from mindspore.train import Metric`）："
+                   "`Metric` 在[第 04 章](04_callbacks.ipynb)第 3 节细讲，这里用到的只有三个方法："
+                   "`Model.eval` 开始时调用 `clear()`、每个批次调用一次 `update(...)`、最后调用 `eval()` 取结果；"
+                   "脚手架里的 `self._convert_data(x)` 是基类 `Metric` 提供的方法，把 Tensor 或 list 转成 NumPy 数组"
+                   "（MindSpore 2.7 `mindspore/train/metrics/metric.py` 第 126–145 行）。"
                    "`clear()` 清零，`update(logits, labels)` 用 `argmax(-1)` 得到预测、"
                    "**累加**正类（标签 1）的 TP/FP/FN，`eval()` 返回 `2TP / (2TP + FP + FN)`；"
                    "分母为 0（这次评估既没有正类预测、也没有正类标签）时返回 0。"

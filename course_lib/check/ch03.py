@@ -112,7 +112,8 @@ SHIFT_HINT = ("每个位置的标签是它的下一个 token（第 7 节）：�
           question="**语言模型的输入与标签。** 写 `shift_for_lm(row)`："
                    "`row` 是打包后的一行（`BLOCK + 1` 个 token），返回 `(input_ids, labels)`，"
                    "两者都是 int32、长度 `BLOCK`，标签是下一个 token。用法（`blocks_` 是第 7 节打包出的行）："
-                   '`ds.NumpySlicesDataset({"row": blocks_}).map(shift_for_lm, input_columns="row", output_columns=["input_ids", "labels"])`。')
+                   '`ds.NumpySlicesDataset({"row": blocks_}).map(shift_for_lm, input_columns="row", output_columns=["input_ids", "labels"])`。'
+                   "不要调用第 7 节的 `pipelines.BlockSource`：它做的正是这件事，成绩册把这样得到的答案记为“借用”。")
 def shift_for_lm(fn) -> bool:
     """``fn(row) -> (input_ids, labels)`` for rows of block_size + 1 tokens."""
     def body():
@@ -156,7 +157,7 @@ PAD_HINT = ("对照题目逐项核对：截断时保留哪一端、填充补在�
                    "返回 `(input_ids, key_padding_mask)`：`input_ids` 为 int32、形状 `(max_len,)`；"
                    "`key_padding_mask` 为 bool、形状 `(max_len,)`，填充位置为 `True`（"
                    "与[第 01 章](01_cell.ipynb)的约定一致）。它一步做完第 3 节 `Truncate` + `PadEnd` 的事，"
-                   "还多给出掩码。")
+                   "还多给出掩码。不要调用第 02 章的 `classifier.encode_reviews`（它也做截断和填充）：成绩册把这样得到的答案记为“借用”。")
 def truncate_pad(fn) -> bool:
     """``fn(ids, max_len=16, pad_id=0) -> (input_ids int32 (max_len,), mask bool (max_len,))``."""
     def body():
@@ -179,7 +180,7 @@ def truncate_pad(fn) -> bool:
                     raise Mismatch(f"{where}：输出形状 {got_ids.shape}/{got_mask.shape}，应都为 ({max_len},)。")
                 if not np.array_equal(got_ids, want_ids):
                     if len(ids) > max_len and np.array_equal(got_ids, ids[-max_len:]):
-                        bug = "截断时保留了结尾：题目要保留开头（评论的开头往往已表明态度）。"
+                        bug = "截断时保留了结尾：题目要保留开头。"
                     elif np.array_equal(got_ids[max_len - min(len(ids), max_len):], ids[:max_len]):
                         bug = "填充补在了左侧：这里要右侧填充（与第 3 节的 PadEnd、review_dataset 一致）。"
                     else:

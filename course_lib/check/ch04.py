@@ -211,7 +211,7 @@ def _error_hint(error: str) -> str:
                    "每一步**结束后**把优化器的学习率减半（学习率是一个 `Parameter`，用 `ops.assign` 写回）"
                    "。"
                    "检查器用第 2 节的探针 `probe_lr(callbacks=[HalveLR()])` 在 PyNative 和 GRAPH 两种模式下**量出**每一步真正用到的学习率（初始 0.1）"
-                   "，而不是读你打印的数字。")
+                   "，而不是读你打印的数字。不要继承或调用第 2 节的 `AssignLR`：自己写这个回调，成绩册把这样得到的答案记为“借用”。")
 def halve_lr(cls) -> bool:
     """``cls()`` is a Callback; probe_lr(callbacks=[cls()]) in PyNative and GRAPH mode must
     measure 0.1, 0.05, 0.025, 0.0125."""
@@ -279,7 +279,9 @@ def _stop_epoch(make_callback, scores, patience):
 
 STOP_HINT = ("把上面这组分数按题目的规则逐个走一遍：每次评估后的最好值和连续没有进步的次数各是多少，"
              "你的回调从哪一次开始和它不同？（第 4 节）")
-STOP_CASES = (((0.9, 0.8, 0.7, 0.6, 0.5), 2), (SCORES, 2), (SCORES, 1), ((0.5, 0.5, 0.5, 0.5), 2), ((0.1, 0.2, 0.3, 0.4, 0.5), 1),
+# ex4's own case (SCORES, patience=2) is left out: a mismatch hint on it would state ex4's answer.
+STOP_CASES = (((0.9, 0.8, 0.7, 0.6, 0.5), 2), ((0.30, 0.40, 0.35, 0.45, 0.44, 0.50, 0.49, 0.48), 2),
+              (SCORES, 1), ((0.5, 0.5, 0.5, 0.5), 2), ((0.1, 0.2, 0.3, 0.4, 0.5), 1),
               ((0.9, 0.8, 0.95, 0.94, 0.96, 0.93, 0.92, 0.91), 3))
 
 
@@ -292,7 +294,8 @@ STOP_CASES = (((0.9, 0.8, 0.7, 0.6, 0.5), 2), (SCORES, 2), (SCORES, 1), ((0.5, 0
                    "每轮末尾（`on_train_epoch_end`）调用一次 `evaluate()` 得到一个分数（越高越好）；"
                    "只有**严格高于**此前最好值才算进步（计数清零），否则计数加 1；"
                    "计数达到 `patience` 时调用 `run_context.request_stop()`。检查器用几组分数序列驱动它，"
-                   '与 `course_lib.callbacks.EarlyStopping(mode="max")` 的停止时机比较。')
+                   '与 `course_lib.callbacks.EarlyStopping(mode="max")` 的停止时机比较。'
+                   "不要继承或调用这个 `EarlyStopping`：题目要你自己写它做的事，成绩册把这样得到的答案记为“借用”。")
 def early_stopping(cls) -> bool:
     """``cls(evaluate, patience)``; compared with the library's EarlyStopping(mode="max")."""
     def body():

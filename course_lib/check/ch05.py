@@ -87,8 +87,9 @@ def _lr55() -> float:
 
 @exercise("number", "LLMTrainer(lr=1e-3, steps=100, warmup_steps=10) 第 55 步（从 0 数）的学习率", solution=_lr55,
           question="`LLMTrainer(model, data, lr=1e-3, steps=100, warmup_steps=10)`（不传 `min_lr`）训练时，"
-                   "第 55 步（从 0 数）的学习率是多少？先手算，再用你的 `warmup_cosine` 验证"
-                   "（相对误差 1e-6 以内算对）。")
+                   "第 55 步（从 0 数）的学习率是多少？先手算，再用你自己写的 `warmup_cosine` 验证"
+                   "（相对误差 1e-6 以内算对；不要调用 `training.warmup_cosine_lr`，成绩册把用它得到的答案记为“借用”）。",
+          targets=("course_lib.training.warmup_cosine_lr",))
 def ex3(answer) -> bool:
     """LLMTrainer(lr=1e-3, steps=100, warmup_steps=10) without min_lr: the lr of 0-based step 55."""
     from ..training import warmup_cosine_lr
@@ -163,10 +164,11 @@ SCHEDULE_CASES = ((1e-3, 100, 10, 0.0), (3e-3, 37, 5, 3e-4), (0.5, 9, 0, 0.05), 
           targets=("course_lib.training.warmup_cosine_lr",),
           question="**预热 + 余弦学习率。"
                    "** 写 `warmup_cosine(base_lr, total_steps, warmup_steps, min_lr=0.0)`，"
-                   "返回长度为 `total_steps` 的学习率列表：第 `i` 步（从 0 数）"
-                   "在 `i < warmup_steps` 时是 `base_lr·(i+1)/warmup_steps`，"
-                   "之后 `progress = (i - warmup_steps)/(total_steps - warmup_steps)`，"
-                   "`lr = min_lr + (base_lr - min_lr)·0.5·(1 + cos(π·progress))`。"
+                   "返回长度为 `total_steps` 的学习率列表（第 `i` 个是第 `i` 步的，从 0 数）。"
+                   "预热段（`i < warmup_steps`）线性上升：第 0 步就是峰值 `base_lr` 的 1/warmup_steps，"
+                   "第 `warmup_steps - 1` 步到达峰值。之后是半个余弦：第 `warmup_steps` 步从峰值开始，"
+                   "余弦的进度从 0 起每步增加 `1/(total_steps - warmup_steps)`，进度为 1 时学习率降到 `min_lr`"
+                   "（所以最后一步还没降到 `min_lr`）。余弦的式子自己写（第 2 节的学习率图可以对照）。"
                    "检查器与 `training.warmup_cosine_lr` 逐步比较（相对误差 1e-6；包括没有预热、全是预热、"
                    "只有 1 步、`min_lr > 0` 的情形）。")
 def warmup_cosine(fn) -> bool:
@@ -231,10 +233,10 @@ def _step_case(seed, clip):
           taught=("ops.clip_by_global_norm(grads, clip)",),
           question="**带梯度裁剪的一步训练。"
                    "** 写 `train_step(net, loss_fn, optimizer, inputs, labels, clip)`："
-                   "用 `ms.value_and_grad` 对 `optimizer.parameters` 求损失 `loss_fn(net(inputs), labels)` 的梯度，"
-                   "算全局范数（所有梯度所有元素平方和的平方根），"
-                   "用 `ops.clip_by_global_norm(grads, clip)` 裁剪，`optimizer(grads)` 更新，"
-                   "返回 `(loss, 裁剪前的范数)`——这就是第 2 节 `TrainStep.construct` 的 PyNative 写法。"
+                   "对 `optimizer.parameters` 求损失 `loss_fn(net(inputs), labels)` 的梯度，"
+                   "按全局范数（所有梯度所有元素平方和的平方根）裁剪到 `clip`，用 `optimizer` 更新参数，"
+                   "返回 `(loss, 裁剪前的全局范数)`：第 2 节 `TrainStep.construct` 做的事，在 PyNative 下自己写一遍"
+                   "（不要调用 `TrainStep` 或 `training.global_norm`，成绩册把用到它们的答案记为“借用”）。"
                    "检查器用 SGD（更新量 = −lr × 梯度）从参数的变化反推你真正用的梯度，"
                    "与手算的裁剪结果比较（clip 比范数小和比范数大的情形都有）。")
 def clipped_train_step(fn) -> bool:

@@ -26,8 +26,8 @@ def _solutions():
                    "不减均值、没有偏置，只有一个形状 (hidden_size,)、初始为 1 的权重，"
                    "参数名必须是 `weight`（它就是 Hugging Face 检查点里的 `input_layernorm.weight`）；"
                    "`construct` 对最后一维归一化。输入也可能是 float16：在 float32 里归一化，输出转回输入的 dtype。"
-                   "检查器复制权重，在 batch 1 和 3 的 float32 输入（容差 1e-4）和 float16 输入（容差 2e-2）上"
-                   "比较输出和梯度。")
+                   "检查器先把参考实现的随机权重复制给你的层（所以权重的初值不计分），在 batch 1 和 3 的 float32 输入"
+                   "（容差 1e-4）和 float16 输入（容差 2e-2）上比较参数名、输出和梯度。")
 def rms_norm(cls) -> bool:
     """``cls(hidden_size, eps)`` must compute what ``layers.RMSNorm`` computes."""
     def body():
@@ -259,7 +259,8 @@ def _flip_alibi(want, slopes, mask, t, s):
                    "和 KV cache 原样交给 `self_attn`。各子 Cell 的尺寸和选项从 `config` 取：注意力的投影随模型而变"
                    "（Baichuan 是融合的 `W_pack`、没有偏置；InternLM 是分开的 q/k/v/o、带偏置，第 5 节末尾），"
                    "`help(layers.Attention)` 列出它的参数。检查器在 Baichuan（ALiBi）和 InternLM（RoPE）两种配置上，"
-                   "用复制的随机权重比较参数名、输出和梯度。")
+                   "用复制的随机权重比较参数名、输出和梯度；它只在不带 KV cache 时调用（`cache=None`），"
+                   "所以 `cache`、`layer_idx` 的传递不计分。")
 def decoder_layer(cls) -> bool:
     """``cls(config)`` has DecoderLayer's parameter names and computes what it computes
     (ALiBi and RoPE configs; outputs and gradients with copied random weights)."""
@@ -349,7 +350,9 @@ def _bloom_slopes() -> list:
           question="BLOOM-176B 也用 ALiBi，它有 **112** 个头（不是 2 的幂）。不运行代码，按第 4 节的规则手算"
                    "第 0、63、64、111 个头（从 0 数，顺序与 `alibi_slopes` 相同）的斜率，给出 4 个数的列表 "
                    "`[m_0, m_63, m_64, m_111]`：先写成 $2^{-x}$ 再换成小数，每个保留 4 位有效数字"
-                   "（相对误差 1e-3 以内算对）。算完可以用你的 `my_alibi_slopes(112)` 核对。")
+                   "（相对误差 1e-3 以内算对）。算完可以用你的 `my_alibi_slopes(112)` 核对；"
+                   "不要调用课程的 `alibi_slopes`，成绩册把用它得到的答案记为“借用”。",
+          targets=("course_lib.layers.alibi_slopes",))
 def ex1(answer) -> bool:
     """Slopes of heads 0, 63, 64 and 111 of a 112-head ALiBi model (BLOOM-176B; 112 is not a
     power of two, and its closest power of two, 64, is used by no row the notebook prints)."""
@@ -363,7 +366,7 @@ def ex1(answer) -> bool:
          _asked_slopes(wrong_alibi_even_powers(n))),
         ("每个斜率都错开了一位：第 4 节的公式里，第一个头（h = 0）的指数是多少？",
          _asked_slopes(wrong_alibi_from_zero(n))),
-        ("c 取大了：c 是小于头数的那个最近的 2 的幂，前 c 个头用 c 个头的公式（第 4 节）。",
+        ("c 取大了：c 是小于头数的最大的 2 的幂，前 c 个头用 c 个头的公式（第 4 节）。",
          _asked_slopes(alibi_slopes(128))),
     ), "", rel=1e-3)
     if not hint:
@@ -452,7 +455,8 @@ def _kv_tokens() -> int:
           solution=_kv_tokens,
           question="用一张 24 GiB 的卡部署 Baichuan-13B 做推理：权重以 int8 存放（每个参数 1 字节，"
                    "忽略量化的缩放系数），KV cache 用 float16。放下权重之后，剩下的显存最多能装下多少个 token 的 "
-                   "KV cache（所有请求合计；不计激活和框架的开销）？给出整数（向下取整；相对误差 0.1% 以内算对）。")
+                   "KV cache（所有请求合计；不计激活和框架的开销）？给出整数（向下取整；相对误差 0.1% 以内算对）。"
+                   "可以用第 7 节的 `course_lib.memory` 函数，也可以手算。")
 def ex3(answer) -> bool:
     """Tokens of float16 KV cache that fit on a 24 GiB device beside Baichuan-13B's int8 weights."""
     from ..baichuan import baichuan_13b
@@ -497,7 +501,8 @@ DEVICE_GIB, USABLE = 16, 0.9        # a 16 GiB card, of which the plan may use 9
           question="用 16 GiB 的卡训练 Baichuan-13B（序列 4096、每卡 1 条），tp=8、ZeRO-1、全量重计算。"
                    "计算器的激活只是估计，所以每张卡按账本最多只用到 90%（留 10% 余量）。"
                    "最少要几张卡？数据并行的份数 dp 可以是任意正整数（不必是 2 的幂）。"
-                   "（每张卡上哪些部分随 dp 变小、哪些不变？dp 至少要多大？）")
+                   "（每张卡上哪些部分随 dp 变小、哪些不变？dp 至少要多大？）"
+                   "可以用第 7 节的 `course_lib.memory` 计算器。")
 def ex4(answer) -> bool:
     """Fewest 16 GiB devices to train Baichuan-13B (seq 4096, micro-batch 1) with tensor
     parallel 8, ZeRO-1 and full recomputation."""

@@ -250,7 +250,9 @@ def _indices(answer) -> list | None:
 
 @exercise("number", "概率 PROBS 做 p=0.8 的 top-p 过滤后保留哪些下标", solution=_kept_top_p,
           question="下一个 token 的概率是 `ch07.PROBS`（已按从大到小排好），top-p 取 0.8 时保留哪些下标？"
-                   "给出下标的列表（从 0 数）。")
+                   "给出下标的列表（从 0 数）。可以手算，也可以用你自己写的 `my_top_p`；"
+                   "不要调用 `generation.apply_top_p`，成绩册把用它得到的答案记为“借用”。",
+          targets=("course_lib.generation.apply_top_p", "course_lib.generation.next_token_scores"))
 def ex2(answer) -> bool:
     """Indices of PROBS that top-p (nucleus) sampling with p=0.8 keeps. Graded as the keep/drop
     mask over PROBS (the same information as the indices), so a wrong answer is not told how
@@ -295,7 +297,10 @@ def _probability_after_penalty(penalty_fn=None) -> float:
 @exercise("number", "重复惩罚 1.25 之后，没出现过的那个词的采样概率", solution=_probability_after_penalty,
           question="词表只有 3 个词，logits 是 `[2.0, 1.0, -1.0]`，其中第 0 和第 2 个词已经出现过。"
                    "重复惩罚取 1.25（温度 1，不做 top-k/top-p 过滤），惩罚之后第 1 个词（没出现过的那个）"
-                   "被采样到的概率是多少？（保留 3 位小数）")
+                   "被采样到的概率是多少？（保留 3 位小数）可以手算，也可以用你自己写的 `my_repetition_penalty`；"
+                   "不要调用 `generation.apply_repetition_penalty` 或 `generation.next_token_scores`，"
+                   "成绩册把用它们得到的答案记为“借用”。",
+          targets=("course_lib.generation.apply_repetition_penalty", "course_lib.generation.next_token_scores"))
 def ex3(answer) -> bool:
     """Probability of the one unseen word after repetition penalty 1.25 on logits [2, 1, -1]
     (words 0 and 2 seen), then softmax."""

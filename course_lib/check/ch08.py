@@ -191,7 +191,8 @@ def _ex1() -> int:
           question="InternLM-7B 预设（`internlm_7b()`）上，LoRA（r=8）适配每层**全部 7 个**线性层"
                    "（`q_proj`、`k_proj`、`v_proj`、`o_proj`、`gate_proj`、`up_proj`、`down_proj`），"
                    "一共新增多少可训练参数？（整数，要完全相等；各层的形状从 `internlm_7b()` 的配置读出，"
-                   "手算。不要调用 `lora.inject_lora`：那只是把第 9 节的演示换一个参数，成绩册把这样得到的答案记为“借用”）",
+                   "手算。不要调用 `lora.inject_lora`：这道题要你自己从各层的形状算出它会报告的数，"
+                   "成绩册把用它得到的答案记为“借用”）",
           targets=("course_lib.lora.inject_lora",))
 def ex1(answer) -> bool:
     """How many trainable parameters does LoRA r=8 on all seven linear layers of every block
@@ -232,18 +233,18 @@ def ex2(answer) -> bool:
 
 def _ex3() -> int:
     from ..tokenizer import load_tokenizer
-    return len(load_tokenizer().encode("负面")) + 1          # answer tokens + <|end|>
+    return len(load_tokenizer().encode("正面")) + 1          # answer tokens + <|end|>
 
 
-@exercise("number", "一条负面评论的 SFT 样本里有多少个标签位置不是 IGNORE_INDEX", solution=_ex3,
-          question="一条负面评论的 SFT 样本（`sft.encode_example` 编码的）里，有多少个标签位置**不是** "
+@exercise("number", "一条正面评论的 SFT 样本里有多少个标签位置不是 IGNORE_INDEX", solution=_ex3,
+          question="一条**正面**评论的 SFT 样本（`sft.encode_example` 编码的）里，有多少个标签位置**不是** "
                    "`IGNORE_INDEX`？（整数）")
 def ex3(answer) -> bool:
-    """How many label positions are NOT IGNORE_INDEX in the SFT example of a negative
-    review (answer 负面) — i.e. how many tokens does the loss learn per example?"""
+    """How many label positions are NOT IGNORE_INDEX in the SFT example of a positive
+    review (answer 正面) — i.e. how many tokens does the loss learn per example?"""
     return check_number(answer, _ex3(), name="ch08.ex3", integer=True, rel=0,
                         hint="回到第 2 节：提示词、回答、结尾标记、填充，各自位置上的标签是什么？"
-                             "第 2 节第二格打印了损失学的是哪段文字。")
+                             "第 2 节第二格打印了一条负面评论的损失学的是哪段文字；正面评论的回答不同。")
 
 
 def _ex4() -> float:

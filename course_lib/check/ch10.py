@@ -86,14 +86,14 @@ def _grad_cases():
 def _grad_bug(got, grads, max_norm) -> str:
     s = sol
     for wrong, bug in ((s.wrong_clip_then_average, "先裁剪、后平均了：每个 rank 的裁剪系数不同；"
-                        "裁剪作用在 all-reduce 之后的平均梯度上（第 5 节 DataParallelTrainStep 的顺序）。"),
+                        "裁剪作用在 all-reduce 之后的平均梯度上（第 3 节打印的 DataParallelTrainStep 源代码里的顺序）。"),
                        (s.wrong_sum, "梯度是各 rank 的和而不是平均（相当于 gradients_mean=False）。"),
                        (s.wrong_per_tensor_clip, "按每个张量自己的范数裁剪了；ops.clip_by_global_norm "
                         "用的是全局范数（第 5 节练习上面的链接）。")):
         w = wrong(grads, max_norm)
         if len(w) == len(got) and all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, w)):
             return bug
-    return ("对照第 5 节：DataParallelTrainStep 先做什么、后做什么；ops.clip_by_global_norm 的范数怎么算、"
+    return ("对照第 3 节打印的 DataParallelTrainStep：先做什么、后做什么；ops.clip_by_global_norm 的范数怎么算、"
             "什么时候才缩放（第 5 节练习上面的链接）。")
 
 
