@@ -149,8 +149,9 @@ def training_state_bytes(trainable: int, frozen: int = 0, precision: str = "mixe
 
 @dataclass(frozen=True)
 class Layout:
-    """How training is spread: ``dp`` x ``tp`` x ``pp`` devices, ZeRO stage 0-3
-    (MindSpore parallel optimizer level1-3), full recomputation or not."""
+    """How training is spread: ``dp`` x ``tp`` x ``pp`` devices, ZeRO stage 0-3 as in the ZeRO
+    paper (MindSpore's parallel-optimizer levels do not map one to one: its level1 already
+    shards weights and optimizer state), full recomputation or not."""
 
     dp: int = 1
     tp: int = 1

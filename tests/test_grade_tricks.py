@@ -234,3 +234,17 @@ def test_super_is_borrowing_only_when_it_reaches_the_reference(call, borrowed):
     found = audit(code, "from course_lib import lora\n", ["ch08.lora_forward"],
                   ("course_lib.lora.LoRADense.construct",), {"course_lib.check.ch08.lora_forward"})
     assert (found is not None and found.verdict == "borrowed") == borrowed, found
+
+
+@pytest.mark.parametrize("code, verdict", [
+    ("import inspect\nch13.ex1(inspect.signature(nn.LayerNorm).parameters['epsilon'].default)\n", None),
+    ("import inspect as i\nch13.ex1(i.signature(nn.LayerNorm).parameters['epsilon'].default)\n", None),
+    ("import inspect\nf = inspect.currentframe()\nch13.ex1(1e-7)\n", "error"),
+    ("from inspect import currentframe\nch13.ex1(1e-7)\n", "error"),
+])
+def test_a_learner_may_import_inspect_to_read_a_signature(code, verdict):
+    """A question that says "read the defaults from the signatures" invites ``import inspect``:
+    the import is not refused, a use that reaches into the interpreter still is."""
+    from course_lib.grade.audit import audit
+    found = audit(code, "from mindspore import nn\n", ["ch13.ex1"], (), {"course_lib.check.ch13.ex1"})
+    assert (found.verdict if found else None) == verdict, found

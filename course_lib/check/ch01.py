@@ -78,7 +78,7 @@ def ex2(answer) -> bool:
 @exercise("number", "冻结 attn 之后 TransformerBlock(32, 4, 128) 的可训练参数个数",
           solution=lambda: _block_params(True, True),
           question="把 `TransformerBlock(32, 4, 128)` 的 `attn` 子模块的全部参数设为 `requires_grad=False`，"
-                   "还剩多少可训练参数？")
+                   "还剩多少个可训练的数（所有可训练 Parameter 的元素个数之和，不是 Parameter 的个数）？")
 def ex3(answer) -> bool:
     """TransformerBlock(32, 4, 128) with every parameter of its ``attn`` sub-cell frozen
     (requires_grad=False): how many parameters are still trainable?"""

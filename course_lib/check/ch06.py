@@ -498,7 +498,7 @@ DEVICE_GIB, USABLE = 16, 0.9        # a 16 GiB card, of which the plan may use 9
 
 @exercise("number", "16 GiB 的卡（留 10% 余量）、tp=8 + ZeRO-1 + 重计算训练 Baichuan-13B 最少要几张卡",
           solution=_devices,
-          question="用 16 GiB 的卡训练 Baichuan-13B（序列 4096、每卡 1 条），tp=8、ZeRO-1、全量重计算。"
+          question="用 16 GiB 的卡训练 Baichuan-13B（序列 4096、每卡 1 条），tp=8、不做流水线并行（pp=1）、ZeRO-1、全量重计算。"
                    "计算器的激活只是估计，所以每张卡按账本最多只用到 90%（留 10% 余量）。"
                    "最少要几张卡？数据并行的份数 dp 可以是任意正整数（不必是 2 的幂）。"
                    "（每张卡上哪些部分随 dp 变小、哪些不变？dp 至少要多大？）"

@@ -244,7 +244,7 @@ def ex3(answer) -> bool:
     review (answer 正面) — i.e. how many tokens does the loss learn per example?"""
     return check_number(answer, _ex3(), name="ch08.ex3", integer=True, rel=0,
                         hint="回到第 2 节：提示词、回答、结尾标记、填充，各自位置上的标签是什么？"
-                             "第 2 节第二格打印了一条负面评论的损失学的是哪段文字；正面评论的回答不同。")
+                             "第 2 节第二格打印了一条负面评论的损失学的是哪段文字；正面评论的回答是另一段文字，数一数它编码成几个 token。")
 
 
 def _ex4() -> float:

@@ -49,7 +49,8 @@ def _bucket_bug(got_i, got_l, want_i, want_l, inputs, pad_id) -> str:
                    "把这一批填充到**能装下它的最小的桶**（T 恰好等于某个桶时就用这个桶），"
                    "返回填充后的 `(inputs, labels)`；填充在哪一边、`inputs` 和 `labels` 的填充位置各填什么，"
                    "才能让（不带 attention mask 的）因果语言模型的损失不变？比最大的桶还长时，"
-                   "抛出 `ValueError`（检查器只检查异常的类型；消息里写上这一批的长度和最大的桶，排错时用得上）。")
+                   "抛出 `ValueError`（检查器只检查异常的类型；消息里写上这一批的长度和最大的桶，排错时用得上）。"
+                   "不要调用第 2 节打印的 `compile_stats.bucket_length` / `pad_batch`：成绩册把用到它们的答案记为“借用”。")
 def pad_to_bucket(func) -> bool:
     """``func(inputs, labels, buckets, pad_id)`` -> (inputs, labels) padded to a bucket."""
     def body():
@@ -186,7 +187,8 @@ def _bucketed() -> int:
           targets=("course_lib.migration.compile_stats.bucket_length",
                    "course_lib.migration.compile_stats.pad_batch"),
           question=f"一串批次的长度依次是 `{STREAM}`（没有其他 Python 常量参数），分桶填充，桶为 `{BUCKETS}`："
-                   "GRAPH_MODE 下一共编译几张图？答案是一个整数。")
+                   "GRAPH_MODE 下一共编译几张图？答案是一个整数（手算，或用你自己的 `my_pad_to_bucket`；"
+                   "用 `compile_stats.bucket_length` / `pad_batch` 得到的答案，成绩册记为“借用”）。")
 def ex2(answer) -> bool:
     """Bucketed padding with BUCKETS: how many graphs for the same stream?"""
     return check_number(answer, _bucketed(), name="ch14.ex2", integer=True,
