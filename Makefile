@@ -43,13 +43,13 @@ lab: venv kernel
 # (headless Chromium for the HTML gradebook test; as root it installs Debian's chromium).
 # nbval runs copies of the notebooks with a learner's right answer after each exercise cell
 # (tools/learner_notebooks.py): the course's cells as they are, then the answer, which must pass.
-# Two pytest workers (pytest-xdist), each file (test module or notebook) whole on one worker:
-# the tests wait on child processes (kernels, graders, msrun) much of the time.
+# Two pytest workers (pytest-xdist), each file (test module or notebook) whole on one worker;
+# the notebooks (the longest files) are handed out first, the unit tests fill in around them.
 LEARNER_BOOK := build/learner-notebooks
 TEST_WORKERS ?= 2
 test: venv kernel browser
 	$(BIN)/python tools/learner_notebooks.py $(LEARNER_BOOK)
-	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest tests $(LEARNER_BOOK) \
+	$(HEADLESS_ENV) COURSE_SCALE=ci $(BIN)/python -m pytest $(LEARNER_BOOK) tests \
 	    --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q \
 	    -n $(TEST_WORKERS) --dist loadfile
 

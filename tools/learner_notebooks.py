@@ -75,7 +75,8 @@ def answer_cell(source: str, key) -> dict:
     exercises = (key,) if isinstance(key, str) else tuple(key)
     text = expected_output(source, exercises)
     # nbval compares only cells that carry an execution count (an unrun cell with outputs fails).
-    return {"cell_type": "code", "execution_count": 1, "source": source.strip("\n"),
+    ident = "learner-" + "-".join(e.replace(".", "-") for e in exercises)[:48]   # nbformat 4.5 cell id
+    return {"cell_type": "code", "id": ident, "execution_count": 1, "source": source.strip("\n"),
             "metadata": {"tags": ["nbval-check-output"], "course": {"learner_answer": list(exercises)}},
             "outputs": [{"name": "stdout", "output_type": "stream", "text": text}] if text else []}
 
