@@ -194,7 +194,7 @@ def test_a_statement_is_held_to_the_targets_of_the_answers_it_feeds():
     """ch08.ex1 must not be computed by ``lora.inject_lora`` (its target); ch08.ex4, in the
     same answers cell, may use it as section 9 does: only ex1's statement is refused, and an
     earlier cell that feeds only ex4 is not held to ex1's target."""
-    from course_lib.grade import _piece_targets
+    from course_lib.grade import _answered, _piece_targets
     from course_lib.grade.audit import read_cell
     from course_lib.grade.context import Piece
     setup = "from course_lib import lora, memory\n"
@@ -216,9 +216,9 @@ def test_a_statement_is_held_to_the_targets_of_the_answers_it_feeds():
         code = "ch08.ex4(report7.added)\nch08.ex1(19988480)\n"
         cell = type("Cell", (), {"exercises": tuple(names)})
     piece = Piece(cell=3, line=1, code="report7 = lora.inject_lora(big, ['q_proj'], r=64)", learner=True)
-    assert _piece_targets(piece, Task, targets) == ()
+    assert _piece_targets(piece, _answered(Task), targets) == ()
     piece1 = Piece(cell=3, line=1, code="x = 1", learner=True)               # feeds nothing: all
-    assert _piece_targets(piece1, Task, targets) == ("course_lib.lora.inject_lora",)
+    assert _piece_targets(piece1, _answered(Task), targets) == ("course_lib.lora.inject_lora",)
 
 
 @pytest.mark.parametrize("call, borrowed", [

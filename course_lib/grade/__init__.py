@@ -101,13 +101,18 @@ def _plan(learners: dict, cells: dict) -> tuple[dict, list]:
     return decided, tasks
 
 
-def _piece_targets(piece, task, targets: dict) -> tuple:
-    """The targets an earlier cell's statement is held to: those of the answers that use the
-    names it binds (all of the cell's when it feeds none directly)."""
+def _answered(task) -> list:
+    """[(statement of the exercise cell, the answers it feeds)], read once per cell."""
     body = context.statements(task.code) or []
+    return list(zip(body, audit.feeds(body, task.cell.exercises)))
+
+
+def _piece_targets(piece, answered: list, targets: dict) -> tuple:
+    """The targets an earlier cell's statement is held to: those of the answers that use the
+    names it binds (all of the cell's when it feeds none directly); ``answered``: _answered."""
     bound = context.bound_names(context.statements(piece.code)[0])
     fed = set()
-    for stmt, answers in zip(body, audit.feeds(body, task.cell.exercises)):
+    for stmt, answers in answered:
         if bound & context.free_names([stmt]):
             fed |= answers
     return tuple(t for ex in (fed or targets) for t in targets[ex])
@@ -122,8 +127,9 @@ def _read(task, registry, registered) -> audit.Reading:
     cell, pieces = task.cell, task.pieces
     targets = {ex: tuple(registry[ex].targets) for ex in cell.exercises}
     names = cell.setup + "".join(p.code + "\n" for p in pieces)
+    answered = _answered(task)
     for p in [p for p in pieces if p.learner]:
-        found = audit.audit(p.code, names, cell.exercises, _piece_targets(p, task, targets),
+        found = audit.audit(p.code, names, cell.exercises, _piece_targets(p, answered, targets),
                             registered)
         if found is None:
             continue
