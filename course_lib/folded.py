@@ -1,5 +1,6 @@
 """The folded decode engine: ``generate(engine="folded")``, a declared alternative to the
-default engine for float32 models, faster where MindSpore's per-kernel cost dominates.
+layers' engine, computing in float32: faster where MindSpore's per-kernel cost dominates
+(small models), and on a CPU for half-precision checkpoints too.
 
 ``generation.DecodeEngine`` runs the model's own layers. On a CPU, a small model's decode
 step spends more time between kernels than in them (benchmarks/RESULTS.md, "profile"), so
@@ -20,13 +21,16 @@ engines fold weights:
   (untied, tied to the embeddings, or Baichuan2's normalised rows) folded with the final
   norm; LoRA adapters added in (``_weight``).
 
-The price is memory: the folded weights are a float32 COPY of the model, refolded from
-the live parameters when a generation starts and they changed (``DecodeWeights.refresh``,
-``Fingerprint``). That is why
-``generate(engine="auto")`` uses this engine only for float32 models (the course's small
-ones) and the layers' engine for half-precision checkpoints (``supports`` refuses
-them). QK-norm (Qwen3) is not folded: such models always use the layers' engine. Equal to
-the model's forward: tests/test_engines.py (one equivalence suite over both engines).
+The price is memory: the folded weights are a float32 COPY of the model (``copy_bytes``;
+and of the embeddings of a half-precision one), refolded on the host from the live
+parameters when a generation starts and they changed (``DecodeWeights.refresh``,
+``fingerprint``). ``generate(engine="auto")`` (``generation.engine_kind``) pays it for
+every model it can fold, float32 or, on a CPU, half precision: MindSpore 2.7's CPU has no
+bfloat16 matmul, and the layers' engine runs a float16 model operator by operator, ~20x
+slower at Qwen2.5-0.5B's size (benchmarks/RESULTS.md, "Real size"). It takes the layers'
+engine when the copy would not fit in the host memory available, for a half-precision
+model on an accelerator, and for QK-norm (Qwen3), which is not folded. Equal to the
+model's forward: tests/test_engines.py (one equivalence suite over both engines).
 """
 from __future__ import annotations
 
@@ -37,58 +41,76 @@ import mindspore as ms
 from mindspore import Tensor, ops
 
 from .generation import DecodeEngine
-from .runtime import execution_mode
 
 _mm = ops.MatMul()              # x @ W, the folded W stored (in, out): see DecodeWeights
 _bmm = ops.BatchMatMul()
 _bmm_t = ops.BatchMatMul(transpose_b=True)
 _unit_norm = ops.L2Normalize(axis=-1, epsilon=1e-12)
-_unit_rows = ops.L2Normalize(axis=-1, epsilon=1e-24)
 
 
 def supports(model) -> str | None:
     """None if the folded engine can run ``model``, else the reason it cannot."""
     if model.config.qk_norm:
         return "QK-norm (Qwen3) normalises each head after the projection: nothing to fold"
-    if model.model.embed_tokens.weight.dtype != ms.float32:
-        return ("its weights are not float32: the folded weights are a float32 copy, which "
-                "would double a half-precision model's memory")
     return None
 
 
-def _weight(linear):
+def copy_bytes(model) -> int:
+    """Host bytes of the float32 copy this engine makes of ``model`` (``DecodeWeights``):
+    every matrix and bias it folds, plus the embeddings when they are not float32."""
+    c = model.config
+    n, f, (q, kv, _) = c.hidden_size, c.intermediate_size, c.qkv_sizes
+    width = q + 2 * kv
+    per_layer = (n + 1) * width + q * (n + 1) + (n + 1) * 2 * f + f * (n + 1)
+    per_layer += width * c.qkv_bias + (n + 1) * c.o_bias
+    half = model.model.embed_tokens.weight.dtype != ms.float32
+    return 4 * (c.num_layers * per_layer + (n + 1) * c.vocab_size + half * c.vocab_size * n)
+
+
+def _host(param) -> np.ndarray:
+    """A parameter's values as float32 NumPy (``asnumpy`` shares the CPU tensor's memory;
+    only a half-precision one is converted)."""
+    return param.asnumpy().astype(np.float32, copy=False)
+
+
+def _weight(linear) -> np.ndarray:
     """The (out, in) weight a linear layer applies, a LoRA adapter's B·A·alpha/r included."""
-    w = linear.weight.astype(ms.float32)
+    w = _host(linear.weight)
     if hasattr(linear, "lora_A"):                     # lora.LoRADense, not merged
-        w = w + ops.matmul(linear.lora_B, linear.lora_A).astype(ms.float32) * linear.scaling
+        w = w + (_host(linear.lora_B) @ _host(linear.lora_A)) * np.float32(linear.scaling)
     return w
 
 
-def _fold_norm(w, gain, n: int):
-    """W (out, n) of the layer after an RMSNorm with weight ``gain``, for inputs that are
-    unit vectors of n + 1 features: W·diag(√n·gain), then a zero column for the extra one."""
-    w = w * (gain.astype(ms.float32) * math.sqrt(n))
-    return ops.concat((w, ops.zeros((w.shape[0], 1), ms.float32)), 1)
+def _fold_norm(w, gain, n: int) -> np.ndarray:
+    """The engine's (n + 1, out) matrix for W (out, n) of the layer after an RMSNorm with
+    weight ``gain``, for inputs that are unit vectors of n + 1 features:
+    (W·diag(√n·gain))ᵀ with a zero row for the extra feature. Written into one new array."""
+    out = np.zeros((n + 1, w.shape[0]), np.float32)
+    np.multiply(w.T, (_host(gain) * np.float32(math.sqrt(n)))[:, None], out=out[:n])
+    return out
 
 
-def _extra_row(w):
-    """A zero output row: the layer adds nothing to the extra feature of the residual stream."""
-    return ops.concat((w, ops.zeros((1,) + w.shape[1:], ms.float32)), 0)
+def _extra_row(w) -> np.ndarray:
+    """The engine's (in, out + 1) matrix for W (out, in): Wᵀ with a zero column, so that the
+    layer adds nothing to the extra feature of the residual stream."""
+    out = np.zeros((w.shape[1], w.shape[0] + 1), np.float32)
+    out[:, :-1] = w.T
+    return out
 
 
-def _qkv_rows(attn, w):
+def _qkv_rows(attn, w) -> np.ndarray:
     """Rows of the q/k/v weight (or bias) as [Q | K | V], q's scaled by 1/sqrt(d) and its
     heads in "chunk" order: chunk g holds query head g of every kv group (heads kv·G + g),
     so that q, k and v come out of ONE equal ``Split`` (``FoldedEngine.heads``)."""
     q, kv, _ = attn.sizes
     if attn.grouped_qkv:       # InternLM2: per kv group [G q heads | k | v] -> [Q | K | V]
         g = w.reshape((attn.num_kv_heads, attn.groups + 2, attn.head_dim) + w.shape[1:])
-        qs, ks, vs = ops.split(g, [attn.groups, 1, 1], 1)
-        w = ops.concat([t.reshape((-1,) + w.shape[1:]) for t in (qs, ks, vs)], 0)
+        qs, ks, vs = np.split(g, [attn.groups, attn.groups + 1], 1)
+        w = np.concatenate([t.reshape((-1,) + w.shape[1:]) for t in (qs, ks, vs)], 0)
     heads = w[:q].reshape((attn.num_kv_heads, attn.groups, attn.head_dim) + w.shape[1:])
     perm = (1, 0) + tuple(range(2, heads.ndim))
     chunks = heads.transpose(perm).reshape((q,) + w.shape[1:])
-    return ops.concat((chunks * attn.scale, w[q:]), 0)
+    return np.concatenate((chunks * np.float32(attn.scale), w[q:]), 0)
 
 
 def _qkv_parts(attn):
@@ -97,41 +119,41 @@ def _qkv_parts(attn):
     return (attn.W_pack,) if attn.fused_qkv else (attn.q_proj, attn.k_proj, attn.v_proj)
 
 
-def _head_weight(lm):
+def _head_weight(lm, embeddings) -> np.ndarray:
+    """The (V, n) float32 head before the fold; ``embeddings`` is the float32 table the
+    engine gathers from (a tied head is that table: no second conversion)."""
     if lm.tied:
-        return lm.model.embed_tokens.weight.astype(ms.float32)
+        return _host(embeddings)
     w = _weight(lm.lm_head)
-    return _unit_rows(w) if lm.config.norm_head else w
+    if lm.config.norm_head:                 # Baichuan2's NormHead: unit rows
+        w = w / np.sqrt(np.maximum((w * w).sum(-1, keepdims=True), np.float32(1e-24)))
+    return w
 
 
-class Fingerprint(ms.nn.Cell):
-    """One compiled pass over the model's parameters that tells whether any changed: for a
-    matrix W (out, in), rᵀ·W with a fixed random r (out,) — any change of W that does not
-    vanish in float32 rounding changes some of these ``in`` numbers —, vectors as they are.
-    It reads every parameter once and writes almost nothing: ~3 ms for the benchmark's 7M
-    model against ~8-13 ms for refolding (benchmarks/RESULTS.md), so ``DecodeWeights.
-    refresh`` refolds only when this changed (an optimizer's in-place step, ``set_data``,
-    a checkpoint load, a LoRA adapter's update)."""
+def fingerprint(lm) -> np.ndarray:
+    """Numbers that tell whether any parameter of ``lm`` changed: each row's sum of its
+    raw bytes read as 64-bit words (modulo 2**64), so that a change of any one element
+    changes its row's number; a vector is one row. Read from host views of the
+    parameters (no copy, no cast; NumPy's sums release the GIL, so two threads share the
+    work): ~0.2 s for Qwen2.5-0.5B's 2 GB in float32 on this 2-core CPU, ~0.01 x a chat
+    turn (benchmarks/RESULTS.md, "Real size"). A permutation of one row's elements is not
+    seen (nothing the course does to weights permutes a row)."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    def __init__(self, lm):
-        super().__init__(auto_prefix=False)
-        self.params = list(lm.get_parameters())
-        rng = np.random.default_rng(0)
-        self.probes = [Tensor(rng.standard_normal((1, p.shape[0])).astype(np.float32))
-                       if len(p.shape) == 2 else None for p in self.params]
-
-    def construct(self):
-        seen = []
-        for p, r in zip(self.params, self.probes):
-            p = p.astype(ms.float32)
-            seen.append(p.reshape(1, -1) if r is None else ops.matmul(r, p))
-        return ops.concat(seen, 1)
+    def row_sums(param):
+        a = np.ascontiguousarray(param.asnumpy())
+        rows = a.view(np.uint8).reshape(a.shape[0] if a.ndim == 2 else 1, -1)
+        words = rows.view(np.uint64) if rows.shape[1] % 8 == 0 else rows.astype(np.uint64)
+        return words.sum(1, dtype=np.uint64)
+    with ThreadPoolExecutor(2) as pool:
+        return np.concatenate(list(pool.map(row_sums, lm.get_parameters())))
 
 
 class DecodeWeights(ms.nn.Cell):
-    """The folded float32 weights of ``lm`` (see the module docstring); calling it (one
-    compiled graph) recomputes them all from the model's LIVE parameters; ``refresh``
-    does so only if they changed since the last time (``Fingerprint``). Each is stored
+    """The folded float32 weights of ``lm`` (see the module docstring), and a float32 copy
+    of its embeddings when they are stored in half precision (MindSpore 2.7's CPU
+    ``Gather`` has no bfloat16 kernel). ``refresh`` refolds them from the model's LIVE
+    parameters when those changed since the last fold (``fingerprint``). Each is stored
     (in, out), not as ``nn.Dense`` stores its weight: with 8 rows MindSpore 2.7's CPU
     MatMul with ``transpose_b`` took 1.2-1.4x as long for the layers' shapes and 1.8x for
     the 257 -> 8000 head (734 vs 415 us), with one row about as long (0.9-1.1x; kernel
@@ -140,46 +162,65 @@ class DecodeWeights(ms.nn.Cell):
     def __init__(self, lm):
         super().__init__(auto_prefix=False)
         c = lm.config
-        n, f, layers = c.hidden_size, c.intermediate_size, c.num_layers
-        width = sum(c.qkv_sizes)
-        self.lm, self.n = lm, n
-        self.constant = math.sqrt(n * c.rms_norm_eps)
-        zeros = lambda shape, name: ms.ParameterTuple(                             # noqa: E731
-            ms.Parameter(Tensor(np.zeros(shape, np.float32)), f"decode_{name}{i}",
-                         requires_grad=False) for i in range(layers))
-        self.qkv, self.qkv_bias = zeros((n + 1, width), "qkv"), zeros((width,), "qkv_bias")
-        self.o, self.o_bias = zeros((c.qkv_sizes[0], n + 1), "o"), zeros((n + 1,), "o_bias")
-        self.gate_up, self.down = zeros((n + 1, 2 * f), "gate_up"), zeros((f, n + 1), "down")
-        self.lm_head = ms.Parameter(Tensor(np.zeros((n + 1, c.vocab_size), np.float32)),
-                                    "decode_lm_head", requires_grad=False)
-        self.fingerprint, self.folded_from = Fingerprint(lm), None
+        self.lm, self.n = lm, c.hidden_size
+        self.constant = math.sqrt(c.hidden_size * c.rms_norm_eps)
+        per_layer = lambda name: ms.ParameterTuple(                                # noqa: E731
+            _empty(f"decode_{name}{i}") for i in range(c.num_layers))
+        # after the fold, with n = hidden, q + 2kv = sum(qkv_sizes), f = intermediate:
+        # qkv (n+1, q+2kv), qkv_bias (q+2kv,), o (q, n+1), o_bias (n+1,),
+        # gate_up (n+1, 2f), down (f, n+1), lm_head (n+1, V), embed (V, n)
+        self.qkv, self.qkv_bias = per_layer("qkv"), per_layer("qkv_bias")
+        self.o, self.o_bias = per_layer("o"), per_layer("o_bias")
+        self.gate_up, self.down = per_layer("gate_up"), per_layer("down")
+        self.lm_head = _empty("decode_lm_head")
+        half = lm.model.embed_tokens.weight.dtype != ms.float32
+        self.embed = _empty("decode_embed") if half else None
+        self.folded_from = None
+
+    def embeddings(self):
+        """The (V, n) float32 embeddings the engine gathers from: the model's own, or the copy."""
+        return self.lm.model.embed_tokens.weight if self.embed is None else self.embed
 
     def refresh(self) -> None:
-        """Refold (one compiled call) unless the parameters are those last folded."""
-        with execution_mode("graph"):
-            seen = self.fingerprint().asnumpy()
-            if self.folded_from is None or not np.array_equal(seen, self.folded_from):
-                self()
-                self.folded_from = seen
+        """Refold unless the parameters are those last folded."""
+        seen = fingerprint(self.lm)
+        if self.folded_from is None or not np.array_equal(seen, self.folded_from):
+            self.fold()
+            self.folded_from = seen
 
-    def construct(self):
+    def fold(self) -> None:
+        """Recompute every folded weight from the live parameters, in NumPy on the host,
+        one layer at a time: at most one layer's float32 intermediates are alive at once,
+        and each result becomes its Parameter's data without a copy. (A Parameter set
+        from MindSpore ops' outputs is copied again by every graph that reads it, and one
+        graph over all layers held every layer's intermediates: 15.9 GB peak for
+        Qwen2.5-0.5B's 2 GB of float32 weights, benchmarks/RESULTS.md, "Real size".)"""
         body, n, c = self.lm.model, self.n, self.lm.config
+        put = lambda param, value: param.set_data(                                 # noqa: E731
+            Tensor.from_numpy(np.ascontiguousarray(value, np.float32)))
         for i, layer in enumerate(body.layers):
             a, mlp = layer.self_attn, layer.mlp
             parts = _qkv_parts(a)
-            w = _qkv_rows(a, ops.concat([_weight(x) for x in parts], 0))
-            ops.assign(self.qkv[i], _fold_norm(w, layer.input_layernorm.weight, n).T)
+            w = _qkv_rows(a, np.concatenate([_weight(x) for x in parts], 0))
+            put(self.qkv[i], _fold_norm(w, layer.input_layernorm.weight, n))
             if c.qkv_bias:
-                b = ops.concat([x.bias.astype(ms.float32) for x in parts], 0)
-                ops.assign(self.qkv_bias[i], _qkv_rows(a, b))
-            ops.assign(self.o[i], _extra_row(_weight(a.o_proj)).T)
+                put(self.qkv_bias[i], _qkv_rows(a, np.concatenate([_host(x.bias) for x in parts])))
+            put(self.o[i], _extra_row(_weight(a.o_proj)))
             if c.o_bias:
-                ops.assign(self.o_bias[i], _extra_row(a.o_proj.bias.astype(ms.float32)))
-            gate_up = ops.concat((_weight(mlp.gate_proj), _weight(mlp.up_proj)), 0)
-            gate_up = _fold_norm(gate_up, layer.post_attention_layernorm.weight, n)
-            ops.assign(self.gate_up[i], gate_up.T)
-            ops.assign(self.down[i], _extra_row(_weight(mlp.down_proj)).T)
-        return ops.assign(self.lm_head, _fold_norm(_head_weight(self.lm), body.norm.weight, n).T)
+                put(self.o_bias[i], np.append(_host(a.o_proj.bias), np.float32(0)))
+            gate_up = np.concatenate((_weight(mlp.gate_proj), _weight(mlp.up_proj)), 0)
+            put(self.gate_up[i], _fold_norm(gate_up, layer.post_attention_layernorm.weight, n))
+            put(self.down[i], _extra_row(_weight(mlp.down_proj)))
+        if self.embed is not None:
+            put(self.embed, _host(body.embed_tokens.weight))
+        head = _head_weight(self.lm, self.embeddings())
+        put(self.lm_head, _fold_norm(head, body.norm.weight, n))
+
+
+def _empty(name: str):
+    """A float32 Parameter that ``DecodeWeights.fold`` fills; one element until then (a
+    Parameter of zeros of the real shape would hold its memory twice during the fold)."""
+    return ms.Parameter(Tensor(np.zeros(1, np.float32)), name, requires_grad=False)
 
 
 def rotation_matrices(cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -201,7 +242,7 @@ class FoldedEngine(DecodeEngine):
     by ``host_inputs``; None for ALiBi."""
 
     def __init__(self, lm, batch: int, slots: int, weights: DecodeWeights):
-        super().__init__(lm, batch, slots)
+        super().__init__(lm, batch, slots, dtype=ms.float32, mode="graph")   # all float32
         self.w = weights
         c = lm.config
         self.heads_q, self.heads_kv, self.d = c.num_heads, c.kv_heads, c.head_dim
@@ -257,7 +298,7 @@ class FoldedEngine(DecodeEngine):
 
     def construct(self, token, bias, rotation, where):
         batch, length = token.shape
-        h = ops.gather(self.lm.model.embed_tokens.weight, token.reshape(-1), 0)
+        h = ops.gather(self.w.embeddings(), token.reshape(-1), 0)
         h = ops.concat((h.astype(ms.float32),
                         ops.full((batch * length, 1), self.w.constant, dtype=ms.float32)), 1)
         for i in range(self.config.num_layers):

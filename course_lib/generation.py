@@ -19,7 +19,9 @@ How it works
   once per batch size and bucket. The engine runs the model's own layers
   (``DecoderLayer.heads`` -> cache write -> ``DecoderLayer.finish``) on its live
   parameters, in their storage dtype: one forward for training, the PyNative path and
-  the compiled one, whatever the family (GQA, QK-norm, tied or normalised heads, LoRA). A
+  the compiled one, whatever the family (GQA, QK-norm, tied or normalised heads, LoRA).
+  ``engine="auto"`` usually takes the declared alternative, ``folded.FoldedEngine``: the
+  same function in float32 with half the kernels (``engine_kind`` says when). A
   prompt of >= 8 tokens goes through the engine in one call (a graph per power-of-two
   width), a shorter one column by column. Greedy decoding picks the next id on the
   device (argmax) and feeds it straight back; the host only sends the step's small
@@ -239,8 +241,9 @@ def cache_dtype(model):
 
 
 def engine_mode(model) -> str:
-    """How the engine runs: compiled ("graph"), except for a half-precision model on CPU,
-    which runs it operator by operator ("pynative"). MindSpore 2.7's GRAPH mode on CPU
+    """How the layers' engine runs (``DecodeEngine``; the folded one always compiles):
+    compiled ("graph"), except for a half-precision model on CPU, which runs it operator
+    by operator ("pynative"). MindSpore 2.7's GRAPH mode on CPU
     computes float16 weights through float32 copies it keeps in its memory pool: a float16
     model's generate then peaked at 3.05x its weights + KV cache in host memory, PyNative
     at 1.024x (benchmarks/RESULTS.md, "Host memory of float16 generation": a 4-layer model,
@@ -269,16 +272,16 @@ class DecodeEngine(nn.Cell):
     step once per engine (batch size x slots), and a prefill once per prompt width.
     Equal to the model's own forward: tests/test_generation.py."""
 
-    def __init__(self, lm, batch: int, slots: int):
+    def __init__(self, lm, batch: int, slots: int, dtype=None, mode: str | None = None):
         super().__init__(auto_prefix=False)
         c = lm.config
         self.lm, self.slots, self.config = lm, slots, c
-        shape, dtype = (batch, c.kv_heads, slots, c.head_dim), cache_dtype(lm)
+        shape, dtype = (batch, c.kv_heads, slots, c.head_dim), dtype or cache_dtype(lm)
         buffers = lambda kind: ms.ParameterTuple(                                  # noqa: E731
             ms.Parameter(ops.zeros(shape, dtype), f"cache_{kind}{i}", requires_grad=False)
             for i in range(c.num_layers))
         self.keys, self.values = buffers("k"), buffers("v")
-        self.mode = engine_mode(lm)
+        self.mode = mode or engine_mode(lm)
         itemsize = 2 if dtype in (ms.float16, ms.bfloat16) else 4
         self.add_in_place = itemsize * int(np.prod(shape)) >= ADD_IN_PLACE_BYTES
 
@@ -335,18 +338,25 @@ ENGINES = ("auto", "layers", "folded")
 def engine_kind(model, engine: str = "auto") -> str:
     """Which engine decodes ``model``: "layers" (``DecodeEngine``: the model's own layers,
     no copy of any weight) or "folded" (``folded.FoldedEngine``: about half the kernels per
-    token, a float32 copy of the weights). "auto" takes the folded engine for float32
-    models it can fold (the course's small models) and the layers' engine otherwise
-    (half-precision checkpoints keep their dtype and their memory)."""
+    token, computing in float32 from a float32 copy of the weights). "auto" takes the
+    folded engine wherever it can fold the model, except for a half-precision model on an
+    accelerator (its own kernels compute in that dtype) or when the copy
+    (``folded.copy_bytes``) would not fit in the host memory available now; on a CPU a
+    half-precision model otherwise runs operator by operator (``engine_mode``), 20-30x
+    slower at Qwen2.5-0.5B's size (benchmarks/RESULTS.md, "Real size")."""
     from . import folded
+    from .memory import host_available_bytes
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     reason = folded.supports(model)
     if engine == "folded" and reason:
         raise ValueError(f"engine='folded' cannot run this model: {reason}. Use engine='layers'.")
-    if engine == "auto":
-        return "layers" if reason else "folded"
-    return engine
+    if engine != "auto":
+        return engine
+    if reason or (engine_mode(model) == "graph" and cache_dtype(model) != ms.float32):
+        return "layers"
+    fits = "_decode_weights" in model.__dict__ or folded.copy_bytes(model) < host_available_bytes()
+    return "folded" if fits else "layers"
 
 
 def decode_engine(model, batch: int, slots: int, engine: str = "auto") -> DecodeEngine:

@@ -103,21 +103,54 @@ def test_both_engines_equal_recompute_float32(layout, with_lora):
                                     "rope-gqa-grouped_wqkv-dynamic", "alibi-norm_head"])
 def test_layers_engine_keeps_float16_and_equals_the_float16_forward(layout):
     model = build(layout, dtype=ms.float16)
-    assert generation.engine_kind(model) == "layers"
-    engine = generation.decode_engine(model, 1, 64)
+    engine = generation.decode_engine(model, 1, 64, "layers")
     assert all(b.dtype == ms.float16 for b in engine.keys)            # the cache too
     new = 3
     want = recompute_rows(model, PROMPTS[:1], new)
-    got = engine_logits(model, PROMPTS[:1], new, "auto")
+    got = engine_logits(model, PROMPTS[:1], new, "layers")
     scale = np.abs(want).max()
     assert np.abs(got - want).max() <= 2e-3 * scale, (layout, np.abs(got - want).max(), scale)
 
 
-def test_folded_engine_refuses_what_it_cannot_fold():
+def rounded_through(model, dtype):
+    """Every parameter of the float32 ``model`` rounded to ``dtype`` and back: the float32
+    model whose forward the folded engine computes for a ``dtype`` checkpoint."""
+    for p in model.get_parameters():
+        p.set_data(p.astype(dtype).astype(ms.float32))
+    return model
+
+
+@pytest.mark.parametrize("dtype", [ms.float16, ms.bfloat16])
+@pytest.mark.parametrize("layout", ["rope-gqa-qkv_bias-tied", "rope-gqa-grouped_wqkv-dynamic",
+                                    "alibi-norm_head", "rope-mha-separate-bias"])
+def test_folded_engine_computes_a_half_precision_model_in_float32(layout, dtype):
+    """On a CPU "auto" folds a float16/bfloat16 model into float32 (the layers' engine
+    would run it operator by operator): its logits are the float32 forward of the same
+    rounded weights, and its cache is float32."""
+    want = recompute_rows(rounded_through(build(layout), dtype), PROMPTS, 4)
+    model = build(layout, dtype=dtype)
+    assert generation.engine_kind(model) == "folded"
+    got = engine_logits(model, PROMPTS, 4, "auto")
+    engine = generation.decode_engine(model, len(PROMPTS), 64)
+    assert engine.mode == "graph" and all(b.dtype == ms.float32 for b in engine.keys)
+    assert np.abs(got - want).max() < 1e-4, (layout, dtype, np.abs(got - want).max())
+    folded_ = [p for p in engine.w.get_parameters()                   # the filled copies
+               if p.name.startswith("decode_") and p.size > 1]
+    assert all(p.dtype == ms.float32 for p in folded_)
+    copy = __import__("course_lib.folded", fromlist=["copy_bytes"]).copy_bytes(model)
+    assert copy == sum(p.size * 4 for p in folded_)          # what "auto" checks it against
+
+
+def test_folded_engine_refuses_what_it_cannot_fold(monkeypatch):
     with pytest.raises(ValueError, match="QK-norm"):
         generation.engine_kind(build("rope-gqa-qk_norm-head_dim"), "folded")
-    with pytest.raises(ValueError, match="float32 copy"):
-        generation.engine_kind(build("rope-gqa-qkv_bias-tied", dtype=ms.float16), "folded")
+    assert generation.engine_kind(build("rope-gqa-qk_norm-head_dim", dtype=ms.float16)) == "layers"
+    model = build("rope-gqa-qkv_bias-tied", dtype=ms.float16)
+    copy = __import__("course_lib.folded", fromlist=["copy_bytes"]).copy_bytes(model)
+    monkeypatch.setattr("course_lib.memory.host_available_bytes", lambda: copy - 1)
+    assert generation.engine_kind(model) == "layers"           # the copy would not fit
+    monkeypatch.setattr("course_lib.memory.host_available_bytes", lambda: copy + 1)
+    assert generation.engine_kind(model) == "folded"
 
 
 @pytest.mark.parametrize("engine", ["layers", "folded"])
