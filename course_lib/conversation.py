@@ -92,8 +92,9 @@ Checked against public sources (read, not copied), and what could not be checked
   found (QwenLM/Qwen2.5 @ 77fb0c1e20ee has only docs: ``eos_token_id=[151645, 151643]`` in
   ``docs/source/inference/transformers.md``): the exact source copy is UNVERIFIED.
 
-Decoding reuses ``course_lib.generation``'s engine (``prefill``/``decode_step``/
-``next_token_scores``) one token at a time, and ``hf_tokenizer.StreamDecoder`` so that a
+Decoding reuses ``course_lib.generation``'s compiled engine (``compiled_prefill``, then
+``decode_step`` and ``next_token_scores`` one token at a time: each step's logits come to
+the host, for sampling and streaming), and ``hf_tokenizer.StreamDecoder`` so that a
 character split over byte tokens is never printed half.
 """
 from __future__ import annotations
@@ -103,6 +104,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import generation
+from .layers import CausalLM
 
 ROLES = ("user", "assistant")
 
@@ -362,7 +364,7 @@ def stream_chat(model, tokenizer, messages, max_new_tokens: int = 64, *, do_samp
     decoder = tokenizer.stream()
     seen = np.zeros(model.config.vocab_size, bool)
     seen[ids] = True
-    state = generation.prefill(model, [ids])
+    state = _prefill(model, ids, max_new_tokens)
     for step in range(max_new_tokens):
         scores = generation.next_token_scores(state.logits, seen[None], temperature=temperature,
                                               top_k=top_k, top_p=top_p,
@@ -377,6 +379,19 @@ def stream_chat(model, tokenizer, messages, max_new_tokens: int = 64, *, do_samp
             yield piece
         if step < max_new_tokens - 1:
             generation.decode_step(model, state, [token])
+
+
+def _prefill(model, ids, max_new_tokens: int):
+    """The prompt's decode state. A course model (``layers.CausalLM``) gets the compiled
+    engine, as in ``generate``: the prompt padded to ``prefill_width``, a cache bucket of
+    slots, and every later ``decode_step`` one call of the compiled step. Anything else (the
+    scripted stand-ins of tests/test_conversation.py) is run by the PyNative prefill."""
+    if not isinstance(model, CausalLM):
+        return generation.prefill(model, [ids])
+    limit = model.config.max_seq_len
+    width = generation.prefill_width(len(ids), max_new_tokens, limit)
+    slots = generation.cache_bucket(width + max_new_tokens, limit)
+    return generation.compiled_prefill(model, [ids], slots, width=width)
 
 
 def chat(model, tokenizer, messages, max_new_tokens: int = 64, *,

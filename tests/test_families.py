@@ -152,7 +152,10 @@ def test_chat_in_the_family_format_and_the_finetune_cli(lookalikes, fam, tmp_pat
     prompt, stop = chat_format(model, tok, messages)
     assert stop and prompt
     reply = chat(model, tok, messages, max_new_tokens=6, on_text=None)
-    assert isinstance(reply, str)
+    assert model.__dict__.get("_decode_engines"), "chat did not run the compiled engine"
+    ids = generation.generate(model, [prompt], 6, eos_id=stop, use_cache=False)[0]  # recompute
+    decoder = tok.stream()
+    assert reply == "".join(decoder.put(t) or "" for t in ids if t not in stop), fam
     if fam not in CLI_FAMILIES:
         return
     data = tmp_path / "sft.jsonl"
