@@ -26,7 +26,7 @@ and of the embeddings of a half-precision one), refolded on the host from the li
 parameters when a generation starts and they changed (``DecodeWeights.refresh``,
 ``fingerprint``). ``generate(engine="auto")`` (``generation.engine_kind``) pays it for
 every model it can fold, float32 or, on a CPU, half precision: MindSpore 2.7's CPU has no
-bfloat16 matmul, and the layers' engine runs a float16 model operator by operator, ~20x
+bfloat16 matmul, and the layers' engine runs a float16 model operator by operator, 14-25x
 slower at Qwen2.5-0.5B's size (benchmarks/RESULTS.md, "Real size"). It takes the layers'
 engine when the copy would not fit in the host memory available, for a half-precision
 model on an accelerator, and for QK-norm (Qwen3), which is not folded. Equal to the
@@ -135,8 +135,8 @@ def fingerprint(lm) -> np.ndarray:
     raw bytes read as 64-bit words (modulo 2**64), so that a change of any one element
     changes its row's number; a vector is one row. Read from host views of the
     parameters (no copy, no cast; NumPy's sums release the GIL, so two threads share the
-    work): ~0.2 s for Qwen2.5-0.5B's 2 GB in float32 on this 2-core CPU, ~0.01 x a chat
-    turn (benchmarks/RESULTS.md, "Real size"). A permutation of one row's elements is not
+    work): 0.07 s for Qwen2.5-0.5B in float16 (1 GB) and 0.21 s for a 1.5B model (3.5 GB)
+    on this 2-core CPU (benchmarks/RESULTS.md, "Real size"). A permutation of one row's elements is not
     seen (nothing the course does to weights permutes a row)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -192,9 +192,9 @@ class DecodeWeights(ms.nn.Cell):
         """Recompute every folded weight from the live parameters, in NumPy on the host,
         one layer at a time: at most one layer's float32 intermediates are alive at once,
         and each result becomes its Parameter's data without a copy. (A Parameter set
-        from MindSpore ops' outputs is copied again by every graph that reads it, and one
-        graph over all layers held every layer's intermediates: 15.9 GB peak for
-        Qwen2.5-0.5B's 2 GB of float32 weights, benchmarks/RESULTS.md, "Real size".)"""
+        from MindSpore ops' outputs is copied again by a graph that reads it; folding in one
+        graph over all layers peaked at 15.9 GB for Qwen2.5-0.5B's 2 GB of float32 weights,
+        4.5 GB this way: benchmarks/RESULTS.md, "Real size".)"""
         body, n, c = self.lm.model, self.n, self.lm.config
         put = lambda param, value: param.set_data(                                 # noqa: E731
             Tensor.from_numpy(np.ascontiguousarray(value, np.float32)))

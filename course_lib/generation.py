@@ -342,7 +342,7 @@ def engine_kind(model, engine: str = "auto") -> str:
     folded engine wherever it can fold the model, except for a half-precision model on an
     accelerator (its own kernels compute in that dtype) or when the copy
     (``folded.copy_bytes``) would not fit in the host memory available now; on a CPU a
-    half-precision model otherwise runs operator by operator (``engine_mode``), 20-30x
+    half-precision model otherwise runs operator by operator (``engine_mode``), 14-25x
     slower at Qwen2.5-0.5B's size (benchmarks/RESULTS.md, "Real size")."""
     from . import folded
     from .memory import host_available_bytes
