@@ -243,10 +243,10 @@ def cache_dtype(model):
 def engine_mode(model) -> str:
     """How the layers' engine runs (``DecodeEngine``; the folded one always compiles):
     compiled ("graph"), except for a half-precision model on CPU, which runs it operator
-    by operator ("pynative"). MindSpore 2.7's GRAPH mode on CPU
-    computes float16 weights through float32 copies it keeps in its memory pool: a float16
-    model's generate then peaked at 3.05x its weights + KV cache in host memory, PyNative
-    at 1.024x (benchmarks/RESULTS.md, "Host memory of float16 generation": a 4-layer model,
+    by operator ("pynative"). In GRAPH mode on CPU a float16 model's generate peaked at
+    3.12x its weights + KV cache in host memory, PyNative at 1.023x (our hypothesis: the
+    graph computes float16 weights through float32 copies kept in its memory pool;
+    benchmarks/RESULTS.md, "Host memory of float16 generation": a 4-layer model,
     the runtime's fixed ~180 MB taken out by a warm-up); tests/test_generation_memory.py
     asserts PyNative <= 1.2x and GRAPH mode > 1.2x."""
     half = model.model.embed_tokens.weight.dtype in (ms.float16, ms.bfloat16)

@@ -218,7 +218,7 @@ def _engine_cache_mib() -> float:
 @exercise("number", "generate 给 InternLM-7B 生成 6 条、最长提示 40、新 20 个 token：引擎预留的 KV cache 占多少 MiB",
           solution=_engine_cache_mib,
           question="用课程的 `generate`（带 KV cache 的编译解码引擎）让 InternLM-7B（`internlm_7b()`：32 层、"
-                   "32 个注意力头、head_dim 128，没有 GQA；以 float16 计算，cache 与模型同一精度）一次为 "
+                   "32 个注意力头、head_dim 128，没有 GQA；在昇腾上以 float16 计算，引擎用模型自己的层，cache 与模型同一精度）一次为 "
                    f"{EX2_BATCH} 条提示生成，最长的提示 {EX2_LONGEST} 个 token，`max_new_tokens={EX2_NEW}`。"
                    "解码引擎为 KV cache 预留的 `Parameter`（每层 K、V 各一个）一共占多少 MiB（1 MiB = 2**20 字节）？"
                    "按第 3 节讲的做法推算：整段提示送进引擎之前先补到多宽、预留的槽位数怎样取整。答案精确到 1 MiB。")
