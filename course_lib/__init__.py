@@ -37,8 +37,8 @@ this table equal to the notebooks' imports):
     15 real checkpoints .......... baichuan, conversation, families, finetune, hf_weights,
                                    internlm, lookalike, memory, pretrained
     16 your own model ............ callbacks, conversation, export, families, finetune,
-                                   lookalike, lora, memory, own_model, pipelines, plots,
-                                   runtime, trainer
+                                   folded, generation, lookalike, lora, memory, own_model,
+                                   pipelines, plots, runtime, trainer
 
 Underneath, imported by the modules above: ``scale`` (``cl.pick``), ``validate`` (input
 checks), ``safeio`` (atomic writes), ``facts`` (``cl.fact``: a stated fact printed and asserted), ``hf_tokenizer``, ``measure`` and ``experiments`` (timings for notebooks and benchmarks).
