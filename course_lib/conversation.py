@@ -388,10 +388,7 @@ def _prefill(model, ids, max_new_tokens: int):
     scripted stand-ins of tests/test_conversation.py) is run by the PyNative prefill."""
     if not isinstance(model, CausalLM):
         return generation.prefill(model, [ids])
-    limit = model.config.max_seq_len
-    width = generation.prefill_width(len(ids), max_new_tokens, limit)
-    slots = generation.cache_bucket(width + max_new_tokens, limit)
-    return generation.compiled_prefill(model, [ids], slots, width=width)
+    return generation.prefill_for(model, [ids], max_new_tokens)
 
 
 def chat(model, tokenizer, messages, max_new_tokens: int = 64, *,

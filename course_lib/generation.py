@@ -502,6 +502,16 @@ def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0,
                        list(range(len(ids))), compiled=True)
 
 
+def prefill_for(model, prompts_ids, max_new_tokens: int, pad_id: int = 0,
+                engine: str = "auto") -> DecodeState:
+    """``compiled_prefill`` with the shapes ``generate`` uses for ``max_new_tokens`` more
+    tokens: the prompts padded to ``prefill_width``, a ``cache_bucket`` of slots."""
+    limit = model.config.max_seq_len
+    width = prefill_width(max(len(p) for p in prompts_ids), max_new_tokens, limit)
+    return compiled_prefill(model, prompts_ids, cache_bucket(width + max_new_tokens, limit),
+                            pad_id, width, engine)
+
+
 def _engine_cache(engine: DecodeEngine) -> KVCache:
     """A ``KVCache`` view of the engine's buffers (what ``DecodeState.cache`` holds)."""
     cache = KVCache(len(engine.keys))
@@ -610,9 +620,7 @@ def generate(model, prompts_ids, max_new_tokens: int = 32, *, temperature: float
         return outputs
 
     if use_cache:                   # fixed shapes: the compiled engine, prompt and new tokens
-        width = prefill_width(longest, max_new_tokens, limit)
-        state = compiled_prefill(model, prompts_ids, cache_bucket(width + max_new_tokens, limit),
-                                 pad_id, width, engine)
+        state = prefill_for(model, prompts_ids, max_new_tokens, pad_id, engine)
     else:
         state = prefill(model, prompts_ids, pad_id, use_cache=False)
     if use_cache and not do_sample and repetition_penalty == 1.0:     # greedy on the device
