@@ -2,7 +2,7 @@
 layers' engine, computing in float32: faster where MindSpore's per-kernel cost dominates
 (small models), and on a CPU for half-precision checkpoints too.
 
-``generation.DecodeEngine`` runs the model's own layers. On a CPU, a small model's decode
+``engine.DecodeEngine`` runs the model's own layers. On a CPU, a small model's decode
 step spends more time between kernels than in them (benchmarks/RESULTS.md, "profile"), so
 this engine computes the same function with about half the kernels, the way inference
 engines fold weights:
@@ -40,7 +40,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor, ops
 
-from .generation import DecodeEngine
+from .engine import DecodeEngine
 
 _mm = ops.MatMul()              # x @ W, the folded W stored (in, out): see DecodeWeights
 _bmm = ops.BatchMatMul()

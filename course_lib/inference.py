@@ -14,7 +14,7 @@ path. Greedy decoding gives exactly the tokens ``generation.generate`` gives for
 prompt alone: the attention mask hides the pads and positions count real tokens only.
 
 The compiled decode step that ``generation.generate`` runs by default (a KV cache of fixed
-length inside ``generation.DecodeEngine``, one slot written per token, compiled once) and
+length inside ``engine.DecodeEngine``, one slot written per token, compiled once) and
 its measurements (PyNative vs GRAPH, dispatch modes) are in ``generation`` and
 ``course_lib.experiments``; this module is the scheduling.
 """

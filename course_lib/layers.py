@@ -439,7 +439,7 @@ class KVCache:
     Everything that changes the cache is one of its operations: ``append`` (a growing
     cache, PyNative), ``pad_left`` / ``concat`` / ``select_rows`` / ``drop_left`` (rows
     joining and leaving a batch: dynamic batching), ``reserve`` (fixed-length
-    buffers; the compiled decode step, ``generation.DecodeEngine``, writes them in place)."""
+    buffers; the compiled decode step, ``engine.DecodeEngine``, writes them in place)."""
 
     def __init__(self, num_layers: int):
         self.keys: list = [None] * num_layers
@@ -608,7 +608,7 @@ class DecoderLayer(nn.Cell):
     """Pre-norm transformer block: x + attn(norm(x)); then x + mlp(norm(x)).
 
     Split in two at the KV cache: ``heads`` (norm, q/k/v, RoPE) and ``finish`` (attention
-    over all keys, the MLP), so that the compiled decode engine (``generation.DecodeEngine``)
+    over all keys, the MLP), so that the compiled decode engine (``engine.DecodeEngine``)
     runs these same two methods with its fixed-size cache in between."""
 
     def __init__(self, config: DecoderConfig):

@@ -72,3 +72,59 @@ def test_every_listed_module_exists():
 
 def test_the_parser_sees_continuation_lines():
     assert {"training", "tokenizer"} <= documented()["04"]
+
+
+def course_imports(path: Path, package: Path) -> set[str]:
+    """The course_lib modules a module imports, at its top or inside a function."""
+    here = path.relative_to(package.parent).with_suffix("").parts
+    if here[-1] == "__init__":
+        here = here[:-1] + ("",)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = here[:len(here) - node.level]
+            module = base + tuple(node.module.split(".")) if node.module else base
+            found |= {".".join(module + (a.name,)) for a in node.names}     # a module or a name in one
+    return found
+
+
+def import_circles(package: Path) -> list[list[str]]:
+    """Every import circle among the package's modules (an imported name resolved to the
+    longest existing module: ``from .check import ch06`` is ``course_lib.check.ch06``,
+    ``from .layers import KVCache`` is ``course_lib.layers``)."""
+    modules = {".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in package.rglob("*.py")}
+
+    def module_of(name):
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+    graph = {m: {module_of(n) for n in course_imports(p, package)} - {m, ""}
+             for m, p in modules.items()}
+    circles = []
+    for start in sorted(graph):
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(graph[node]):
+                if nxt == start and min(path) == start:
+                    circles.append(path)
+                elif nxt not in path and nxt > start:
+                    stack.append((nxt, path + [nxt]))
+    return circles
+
+
+def test_the_package_has_no_import_circle(tmp_path):
+    """One direction between any two course modules (a late import counts too): the reader
+    of a module never has to know which of two importers runs first. The search finds a
+    circle when there is one (a planted two-module package)."""
+    package = Path(course_lib.__file__).parent
+    assert import_circles(package) == []
+    planted = tmp_path / "pkg"
+    (planted / "sub").mkdir(parents=True)
+    (planted / "__init__.py").write_text("")
+    (planted / "a.py").write_text("from .sub import b\n")
+    (planted / "sub" / "__init__.py").write_text("")
+    (planted / "sub" / "b.py").write_text("def f():\n    from ..a import g\n")
+    (planted / "c.py").write_text("from . import a\n")
+    assert import_circles(planted) == [["pkg.a", "pkg.sub.b"]]

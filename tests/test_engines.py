@@ -9,7 +9,7 @@ import mindspore as ms
 from mindspore import Tensor
 
 import course_lib as cl
-from course_lib import generation, lora
+from course_lib import engine as engines, generation, lora
 from course_lib.layers import CausalLM, DecoderConfig
 
 BASE = dict(vocab_size=300, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48,
@@ -147,9 +147,9 @@ def test_folded_engine_refuses_what_it_cannot_fold(monkeypatch):
     assert generation.engine_kind(build("rope-gqa-qk_norm-head_dim", dtype=ms.float16)) == "layers"
     model = build("rope-gqa-qkv_bias-tied", dtype=ms.float16)
     copy = __import__("course_lib.folded", fromlist=["copy_bytes"]).copy_bytes(model)
-    monkeypatch.setattr("course_lib.memory.host_available_bytes", lambda: copy - 1)
+    monkeypatch.setattr(generation, "host_available_bytes", lambda: copy - 1)
     assert generation.engine_kind(model) == "layers"           # the copy would not fit
-    monkeypatch.setattr("course_lib.memory.host_available_bytes", lambda: copy + 1)
+    monkeypatch.setattr(generation, "host_available_bytes", lambda: copy + 1)
     assert generation.engine_kind(model) == "folded"
 
 
@@ -159,12 +159,12 @@ def test_a_planted_cache_write_break_is_caught(engine, monkeypatch):
     model = build("rope-gqa-qkv_bias-tied")
     new = 3
     want = recompute_rows(model, PROMPTS[:1], new)
-    original = generation.DecodeEngine._write_cache
+    original = engines.DecodeEngine._write_cache
 
     def shifted(self, buffer, where, new_values):
         return original(self, buffer, ms.ops.minimum(where + Tensor([0, 0, 1], ms.int32),
                                                       self.slots - 1), new_values)
-    monkeypatch.setattr(generation.DecodeEngine, "_write_cache", shifted)
+    monkeypatch.setattr(engines.DecodeEngine, "_write_cache", shifted)
     model.__dict__.pop("_decode_engines", None)
     got = engine_logits(model, PROMPTS[:1], new, engine)
     assert np.abs(got - want).max() > 1e-3

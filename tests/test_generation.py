@@ -277,10 +277,10 @@ def test_in_place_cache_write_equals_recompute(which, alibi_model, rope_model, m
     forced here for the tiny models, the engine's logits after prefill and steps, a
     whole-prompt prefill and a generation after a longer one (stale slots) all equal the
     cache-free recompute. Fails if a slot is added into twice or not cleared."""
-    from course_lib import generation
+    from course_lib import engine
     from course_lib.generation import compiled_prefill
     model = alibi_model if which == "alibi" else rope_model
-    monkeypatch.setattr(generation, "ADD_IN_PLACE_BYTES", 0)
+    monkeypatch.setattr(engine, "ADD_IN_PLACE_BYTES", 0)
     model.__dict__.pop("_decode_engines", None)           # engines built with the add
     try:
         state = compiled_prefill(model, PROMPTS, 64)

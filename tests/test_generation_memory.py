@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent("""
     import numpy as np
     import mindspore as ms
     import course_lib as cl
-    from course_lib import folded, generation, memory, pretrained
+    from course_lib import engine, folded, generation, memory, pretrained
     from course_lib.layers import DecoderConfig
 
     def status(key):
@@ -47,17 +47,17 @@ SCRIPT = textwrap.dedent("""
 
     cl.setup(device="CPU", seed=0, quiet=True)
     if sys.argv[1] == "graph":
-        generation.engine_mode = lambda model: "graph"
-    engine = "auto" if sys.argv[1] == "default" else "layers"
+        engine.engine_mode = lambda model: "graph"
+    asked = "auto" if sys.argv[1] == "default" else "layers"
     prompts = [list(range(5, 21))] * 4
-    generation.generate(build(1)[1], prompts, 48, engine=engine)   # the fixed memory
+    generation.generate(build(1)[1], prompts, 48, engine=asked)   # the fixed memory
     reset()
     base = status("VmRSS:")
     config, model = build(4)
     weights = sum(p.nbytes for p in model.get_parameters())
     reset()
-    generation.generate(model, prompts, 48, engine=engine)
-    kind = generation.engine_kind(model, engine)
+    generation.generate(model, prompts, 48, engine=asked)
+    kind = generation.engine_kind(model, asked)
     copy = folded.copy_bytes(model) if kind == "folded" else 0
     cache = memory.kv_cache_bytes(config, 4, generation.cache_bucket(64, 512),
                                   "fp32" if kind == "folded" else "fp16")

@@ -9,9 +9,10 @@ wrong solutions with their hint.
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 
-from .common import EXERCISES, Exercise, show_solution  # noqa: F401
+from .common import EXERCISES, Exercise  # noqa: F401
 
 
 def all_exercises() -> dict[str, Exercise]:
@@ -20,3 +21,13 @@ def all_exercises() -> dict[str, Exercise]:
         if mod.name.startswith("ch"):
             importlib.import_module(f"{__name__}.{mod.name}")
     return dict(sorted(EXERCISES.items()))
+
+
+def show_solution(name: str) -> None:
+    """Print the reference solution of exercise ``name`` (after you have tried it yourself)."""
+    ex = all_exercises().get(name)
+    if ex is None or ex.solution is None:
+        raise KeyError(f"No exercise {name!r} with a stored solution; see python -m course_lib.check --list")
+    obj = ex.solution()
+    target = obj if (inspect.isclass(obj) or inspect.isfunction(obj)) else ex.solution
+    print(inspect.getsource(target))

@@ -393,17 +393,6 @@ def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wr
     return register
 
 
-def show_solution(name: str) -> None:
-    """Print the reference solution of exercise ``name`` (after you have tried it yourself)."""
-    from . import all_exercises
-    ex = all_exercises().get(name)
-    if ex is None or ex.solution is None:
-        raise KeyError(f"No exercise {name!r} with a stored solution; see python -m course_lib.check --list")
-    obj = ex.solution()
-    target = obj if (inspect.isclass(obj) or inspect.isfunction(obj)) else ex.solution
-    print(inspect.getsource(target))
-
-
 # --------------------------------------------------------------------------- Cell helpers
 # Shared by the code checkers that take an nn.Cell class (imports are lazy: listing the
 # exercises must not need MindSpore).
