@@ -28,8 +28,8 @@ this table equal to the notebooks' imports):
     10 distributed training ...... baichuan, distributed, memory
     11 mindnlp interop ........... data, families, internlm, interop, runtime, solutions,
                                    tokenizer
-    12 inference engineering ..... data, experiments, export, folded, generation, inference,
-                                   lora, runtime, zoo
+    12 inference engineering ..... data, engine, experiments, export, folded, generation,
+                                   inference, lora, runtime, zoo
     13 PyTorch migration ......... baichuan, families, hf_weights, internlm, migration,
                                    training
     14 dynamic shapes, compiling . baichuan, data, migration, pipelines, runtime, tokenizer,

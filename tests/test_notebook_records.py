@@ -62,3 +62,32 @@ def test_a_changed_cell_is_caught():
     """The stamp is the hash of the exact source: one changed character is stale."""
     assert source_sha1("print(1)") != source_sha1("print(2)")
     assert source_sha1("x = 1") == source_sha1("x = 1")
+
+
+def _stale_listing_lines(cell, library: set) -> list:
+    """The lines of a stored ``inspect.getsource`` listing of course_lib code that the library
+    no longer has (a listing of other code, e.g. MindSpore's, is not checked: most of its
+    lines are not in the library)."""
+    if "print(inspect.getsource(" not in _source(cell):
+        return []
+    lines = [l for o in cell["outputs"] if o.get("output_type") == "stream"
+             for l in "".join(o.get("text", "")).splitlines() if l.strip()]
+    missing = [l for l in lines if l not in library]
+    return missing if lines and len(missing) <= 0.2 * len(lines) else []
+
+
+def test_source_listings_show_the_library_as_it_is():
+    """A listing printed with ``inspect.getsource`` shows the course_lib code of today: a
+    docstring or line edited since the recording makes it stale (re-record the notebook).
+    A planted edit of one listed line is caught."""
+    library = {l for p in (ROOT / "course_lib").rglob("*.py") for l in p.read_text().splitlines()}
+    stale = {f"{p.name} cell {i}": _stale_listing_lines(c, library)
+             for p in NOTEBOOKS for i, c in enumerate(_cells(p)["cells"]) if c["cell_type"] == "code"}
+    stale = {k: v for k, v in stale.items() if v}
+    assert not stale, f"source listings older than course_lib (make record NB=...): {stale}"
+    cell = next(c for c in _cells(NOTEBOOKS[6])["cells"] if c["cell_type"] == "code"
+                and "print(inspect.getsource(" in _source(c))
+    text = "".join(cell["outputs"][0]["text"])
+    line = next(l for l in text.splitlines() if l.strip().startswith("return"))
+    cell["outputs"][0]["text"] = text.replace(line, line + "  # edited")
+    assert _stale_listing_lines(cell, library) == [line + "  # edited"]
