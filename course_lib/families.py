@@ -33,8 +33,6 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from pathlib import Path
-
 from .hf_weights import CheckpointError
 from .layers import DecoderConfig
 

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable
 
 import mindspore as ms
 from mindspore import Parameter, Tensor, nn, ops
