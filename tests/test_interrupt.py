@@ -103,7 +103,7 @@ def _kernel(tmp_path):
 
 def _run(kc, code, timeout=600, interrupt=None, marker=None, km=None, delay=0.5):
     """Execute ``code``; with ``marker``, interrupt the kernel once that text was printed.
-    Returns (status, error name, stdout)."""
+    Returns (status, error name, stdout + the error and the end of its traceback)."""
     msg_id = kc.execute(textwrap.dedent(code))
     out, sent, deadline = [], False, time.time() + timeout
     while time.time() < deadline:
@@ -127,6 +127,9 @@ def _run(kc, code, timeout=600, interrupt=None, marker=None, km=None, delay=0.5)
         reply = kc.get_shell_msg(timeout=60)
     content = reply["content"]
     assert not marker or sent, f"marker {marker!r} never printed:\n{''.join(out)[-2000:]}"
+    if content["status"] == "error":        # the error itself, for the assertion messages
+        out.append(f"\n[{content.get('ename')}: {content.get('evalue')}]\n"
+                   + "\n".join(content.get("traceback", [])[-6:]))
     return content["status"], content.get("ename"), "".join(out)
 
 
