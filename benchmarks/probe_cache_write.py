@@ -10,7 +10,7 @@ under MindSpore's profiler, which reports the time of every kernel type per call
 * ``ScatterNdUpdate`` on the 4-D Parameter (``DecodeEngine`` for small buffers): its CPU
   kernel writes the slot in place, then copies the whole buffer to its output;
 * ``ScatterNdAdd`` into a slot that is still zero (``DecodeEngine`` from
-  ``generation.ADD_IN_PLACE_BYTES`` on): in place, no copy, but a fixed ~50 us;
+  ``engine.ADD_IN_PLACE_BYTES`` on): in place, no copy, but a fixed ~50 us;
 * ``ScatterUpdate`` (in place along axis 0) on a flat (B·H·slots, d) Parameter, then the
   Reshape back to (B, H, slots, d) that BatchMatMul needs.
 All give the same scores (checked).
