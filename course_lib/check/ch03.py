@@ -47,7 +47,7 @@ def _ex2(eos: int = 1, row: int = 65) -> int:
 
 @exercise("number", "前 100 篇新闻加 <eos> 后 pack_blocks(block_size=64) 的行数", solution=_ex2,
           question="新闻语料的前 100 篇文档（`data.news_documents()[:100]`）分词，"
-                   "用 `pack_blocks(..., block_size=64, eos_id=tok.eos_id)` 打包（每篇后由它加 `<eos>`，不要再手动加），得到多少行？")
+                   "用 `pipelines.pack_blocks(..., block_size=64, eos_id=tok.eos_id)` 打包（每篇后由它加 `<eos>`，不要再手动加），得到多少行？")
 def ex2(answer) -> bool:
     """The first 100 news documents (course_lib.data.news_documents()[:100]) tokenised,
     each followed by <eos>, packed with pack_blocks(..., block_size=64): how many rows?"""
