@@ -9,10 +9,11 @@ the live Cell in GRAPH mode — measured side by side in one run.
    ``inference.serve`` with ``max_batch=1`` and ``max_batch=--max-batch``, alternately,
    --repeats times; the best repeat of each is kept. Prints throughput, mean and p90
    latency and their ratios, and checks that both produce the same tokens.
-2. Decode step, median seconds per step on one batch of 8 prompts, each ratio changing ONE
-   thing (as notebook 12 does): the cache (PyNative ``decode_step`` with a growing cache vs
-   the layers' ``DecodeEngine`` with a static cache, run op by op), the mode (that engine in
-   PyNative vs compiled in GRAPH), the engine (GRAPH ``DecodeEngine`` vs ``FoldedEngine``).
+2. Decode step, median seconds per step on one batch of 8 prompts, as notebook 12 does: the
+   cache together with what runs the step (PyNative ``decode_step`` with a growing cache vs
+   the layers' ``DecodeEngine`` with a static cache, run op by op: two changes), the mode
+   alone (that engine in PyNative vs compiled in GRAPH), the engine alone (GRAPH
+   ``DecodeEngine`` vs ``FoldedEngine``).
 3. Deployment: median forward latency of the live Cell compiled in GRAPH mode vs its MINDIR
    export (the same mode: only the format differs).
 0. First, PyNative's operator dispatch: ``decode_step`` time with the default asynchronous
@@ -127,7 +128,7 @@ def main():
     print(f"p90 latency one-at-a-time / dynamic : {np.percentile(lat1, 90) / np.percentile(latd, 90):.2f}x")
     lp, lg, fg = (static[k].median_step for k in (("layers", "pynative"), ("layers", "graph"),
                                                   ("folded", "graph")))
-    print(f"decode step, the cache alone (PyNative growing / static, layers engine): "
+    print(f"decode step, cache + engine shell (PyNative decode_step / layers engine): "
           f"{growing / lp:.2f}x ({growing * 1e3:.1f} ms vs {lp * 1e3:.1f} ms)")
     print(f"decode step, the mode alone (layers engine PyNative / GRAPH): {lp / lg:.1f}x "
           f"({lp * 1e3:.1f} ms vs {lg * 1e3:.1f} ms; compile {static[('layers', 'graph')].compile_seconds:.1f} s)")
