@@ -119,7 +119,8 @@ def _compiles_once(placeholders) -> int:
                    "`examples` 是一组样例输入（NumPy 数组），"
                    "`dynamic_axes` 是会变化的维度（例如 `(1,)` 表示长度会变）；"
                    "为每个输入返回一个占位 `Tensor(shape=..., dtype=...)`（按输入的顺序放在一个列表里），"
-                   "可以直接 `cell.set_inputs(*占位符)`：秩和 dtype 与样例相同，只有 `dynamic_axes` 里的维度可以变。"
+                   "可以直接 `cell.set_inputs(*占位符)`：秩和 dtype 与样例相同，只有 `dynamic_axes` 里的维度可以变"
+                   "（`Tensor` 的 `dtype` 要用 MindSpore 的类型，例如 `ms.float32`，NumPy 的 dtype 会被拒绝）。"
                    "检查器比较占位符，再在 GRAPH 模式下用它们喂 3 种长度，数编译次数。")
 def dynamic_inputs(func) -> bool:
     """``func(examples, dynamic_axes)`` -> list of placeholders; then a Probe Cell compiles once."""
