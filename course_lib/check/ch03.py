@@ -75,7 +75,8 @@ def _ex3(split: str = "validation", q: int = 95) -> int:
                    "用**最近秩**定义：把 N 个长度从小到大排好，取第 ⌈0.95·N⌉ 个（从 1 数起），"
                    '即 `np.percentile(lengths, 95, method="inverted_cdf")`，'
                    "也是本章 `sources.length_stats` 的定义；长度按 `tok.encode` 的 id 个数算（不加 `<bos>`/`<eos>`）。"
-                   "答案是一个整数。")
+                   "答案是一个整数。不要调用 `sources.length_stats`：成绩册把用它得到的答案记为“借用”。",
+          targets=("course_lib.sources.length_stats",))
 def ex3(answer) -> bool:
     """The 95th percentile (nearest rank: numpy's method="inverted_cdf") of the token
     lengths of the *validation* reviews?"""

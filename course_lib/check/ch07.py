@@ -331,7 +331,9 @@ def _kv_bytes() -> int:
           question="不带参数的 `baichuan.tiny()`（默认尺寸，[第 06 章](06_baichuan_build.ipynb)第 8 节打印过；"
                    "不是本章放大后训练的那个模型）在 PyNative 下逐步生成，用第 7 节“写代码：往 KV cache 里追加”那种每步追加的缓存"
                    "（`layers.KVCache`：只存已经处理过的 token，不是解码引擎按固定长度预留的缓冲区）。"
-                   "缓存里存着 256 个 token（提示词加已生成的）时，batch 1、float32，所有层的 K 和 V 一共多少字节？")
+                   "缓存里存着 256 个 token（提示词加已生成的）时，batch 1、float32，所有层的 K 和 V 一共多少字节？"
+                   "自己从配置算，不要调用 `memory.kv_cache_bytes`：成绩册把用它得到的答案记为“借用”。",
+          targets=("course_lib.memory.kv_cache_bytes",))
 def ex4(answer) -> bool:
     """Bytes of the float32 KV cache (a growing KVCache) of baichuan.tiny() holding 256 tokens, batch 1."""
     from ..baichuan import tiny
