@@ -110,10 +110,33 @@ def _compiles_once(placeholders) -> int:
     return counter.count
 
 
+def _compare_placeholders(got, want, axes) -> None:
+    """Raise Mismatch where the learner's placeholders differ from the reference's."""
+    from mindspore import Tensor
+    observe("占位符的个数", None if got is None else len(got), len(want))
+    if got is None or len(got) != len(want):
+        raise Mismatch(f"应为每个输入各返回一个占位 Tensor，共 {len(want)} 个。")
+    for i, (g, w) in enumerate(zip(got, want)):
+        observe(f"第 {i} 个占位符是 Tensor", isinstance(g, Tensor), True)
+        if not isinstance(g, Tensor):
+            raise Mismatch(f"第 {i} 个占位符是 {type(g).__name__}：应是 Tensor(shape=[...], dtype=...)。")
+        observe(f"第 {i} 个占位符的 dtype", str(g.dtype), str(w.dtype))
+        if g.dtype != w.dtype:
+            raise Mismatch(f"第 {i} 个占位符的 dtype 是 {g.dtype}，真实输入是 {w.dtype}：dtype 与真实输入不一致，"
+                           "set_inputs 会拒绝这次调用。")
+        observe(f"第 {i} 个占位符的形状（-1 即 None），dynamic_axes={tuple(axes)}", list(g.shape), list(w.shape))
+        if tuple(g.shape) != tuple(w.shape):
+            dyn = [a for a, n in enumerate(g.shape) if n == -1]
+            hint = ("没有任何一维写成 None：每个新长度都会再编译一次。" if not dyn else
+                    f"写成 None 的是第 {dyn} 维，而这次的 dynamic_axes 是 {tuple(axes)}。")
+            raise Mismatch(f"第 {i} 个占位符的形状是 {tuple(g.shape)}，应为 {tuple(w.shape)}（-1 即 None）：{hint}")
+
+
 @exercise("code", "写 dynamic_inputs：为 cell.set_inputs 生成占位 Tensor（可变维度写 None，dtype 与输入一致）",
           solution=lambda: sol.dynamic_inputs,
           wrong=((lambda: sol.wrong_fixed_shape, "None"), (lambda: sol.wrong_float32, "dtype"),
-                 (lambda: sol.wrong_batch_axis, "dynamic_axes 是")),
+                 (lambda: sol.wrong_batch_axis, "dynamic_axes 是"),
+                 (lambda: sol.wrong_length_axis_always, "dynamic_axes 是")),
           targets=("course_lib.solutions.ch14.dynamic_inputs",),
           question="在第 2 节“为 `set_inputs` 生成占位符”的脚手架里写 `my_dynamic_inputs(examples, dynamic_axes)`："
                    "`examples` 是一组样例输入（NumPy 数组），"
@@ -121,32 +144,18 @@ def _compiles_once(placeholders) -> int:
                    "为每个输入返回一个占位 `Tensor(shape=..., dtype=...)`（按输入的顺序放在一个列表里），"
                    "可以直接 `cell.set_inputs(*占位符)`：秩和 dtype 与样例相同，只有 `dynamic_axes` 里的维度可以变"
                    "（`Tensor` 的 `dtype` 要用 MindSpore 的类型，例如 `ms.float32`，NumPy 的 dtype 会被拒绝）。"
-                   "检查器比较占位符，再在 GRAPH 模式下用它们喂 3 种长度，数编译次数。")
+                   "检查器在两组不同的 `dynamic_axes` 上比较占位符，再在 GRAPH 模式下用它们喂 3 种长度，数编译次数。")
 def dynamic_inputs(func) -> bool:
-    """``func(examples, dynamic_axes)`` -> list of placeholders; then a Probe Cell compiles once."""
-    from mindspore import Tensor
-
+    """``func(examples, dynamic_axes)`` -> list of placeholders, compared with the reference
+    for the case's axes and for batch and length both dynamic; then a Probe Cell fed the
+    first case's placeholders must compile once for three lengths."""
     def body():
         examples, axes = _dynamic_case()
         got = func([x.copy() for x in examples], axes)
-        want = sol.dynamic_inputs(examples, axes)
-        observe("占位符的个数", None if got is None else len(got), len(want))
-        if got is None or len(got) != len(want):
-            raise Mismatch(f"应为每个输入各返回一个占位 Tensor，共 {len(want)} 个。")
-        for i, (g, w) in enumerate(zip(got, want)):
-            observe(f"第 {i} 个占位符是 Tensor", isinstance(g, Tensor), True)
-            if not isinstance(g, Tensor):
-                raise Mismatch(f"第 {i} 个占位符是 {type(g).__name__}：应是 Tensor(shape=[...], dtype=...)。")
-            observe(f"第 {i} 个占位符的 dtype", str(g.dtype), str(w.dtype))
-            if g.dtype != w.dtype:
-                raise Mismatch(f"第 {i} 个占位符的 dtype 是 {g.dtype}，真实输入是 {w.dtype}：dtype 与真实输入不一致，"
-                               "set_inputs 会拒绝这次调用。")
-            observe(f"第 {i} 个占位符的形状（-1 即 None）", list(g.shape), list(w.shape))
-            if tuple(g.shape) != tuple(w.shape):
-                dyn = [a for a, n in enumerate(g.shape) if n == -1]
-                hint = ("没有任何一维写成 None：每个新长度都会再编译一次。" if not dyn else
-                        f"写成 None 的是第 {dyn} 维，而这次的 dynamic_axes 是 {tuple(axes)}。")
-                raise Mismatch(f"第 {i} 个占位符的形状是 {tuple(g.shape)}，应为 {tuple(w.shape)}（-1 即 None）：{hint}")
+        _compare_placeholders(got, sol.dynamic_inputs(examples, axes), axes)
+        both = (0, 1)                    # an answer that ignores dynamic_axes fails here
+        _compare_placeholders(func([x.copy() for x in examples], both),
+                              sol.dynamic_inputs(examples, both), both)
         n = _compiles_once(got)
         observe("长度 3、5、7 的三次调用的编译次数", n, 1)
         if n != 1:

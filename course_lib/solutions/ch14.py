@@ -68,3 +68,8 @@ def wrong_float32(examples, dynamic_axes):
 def wrong_batch_axis(examples, dynamic_axes):
     """Marks axis 0 (the batch) as dynamic instead of the requested axes."""
     return dynamic_inputs(examples, (0,))
+
+
+def wrong_length_axis_always(examples, dynamic_axes):
+    """Ignores ``dynamic_axes`` and always makes axis 1 (the length) dynamic."""
+    return dynamic_inputs(examples, (1,))
