@@ -188,17 +188,12 @@ def test_checkpoint_code_is_layered_without_an_import_circle():
     """hf_weights (files) imports no course module; families (which network) imports only
     hf_weights and layers; pretrained (the one loader) builds on both; chapter 13's
     migration depends on them, never the reverse."""
-    import ast
     from pathlib import Path
+    from test_course_map import course_imports as resolved_imports
     root = Path(cl.__file__).parent
 
-    def course_imports(relpath):
-        tree = ast.parse((root / relpath).read_text())
-        found = set()
-        for node in ast.walk(tree):              # function-level imports count too
-            if isinstance(node, ast.ImportFrom) and node.level:
-                found.add((node.module or "").split(".")[0] or node.names[0].name)
-        return found
+    def course_imports(relpath):                 # function-level imports count too
+        return {name.split(".")[1] for name in resolved_imports(root / relpath, root)}
     assert course_imports("hf_weights.py") == set()
     assert course_imports("families.py") <= {"hf_weights", "layers", "baichuan", "internlm"}
     assert "migration" not in course_imports("pretrained.py")
