@@ -35,6 +35,7 @@ model's forward: tests/test_engines.py (one equivalence suite over both engines)
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import mindspore as ms
@@ -138,8 +139,6 @@ def fingerprint(lm) -> np.ndarray:
     work): 0.07 s for Qwen2.5-0.5B in float16 (1 GB) and 0.21 s for a 1.5B model (3.5 GB)
     on this 2-core CPU (benchmarks/RESULTS.md, "Real size"). A permutation of one row's elements is not
     seen (nothing the course does to weights permutes a row)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     def row_sums(param):
         a = np.ascontiguousarray(param.asnumpy())
         rows = a.view(np.uint8).reshape(a.shape[0] if a.ndim == 2 else 1, -1)

@@ -264,7 +264,7 @@ def decode_engine(model, batch: int, slots: int, engine: str = "auto") -> Decode
     model's layers or Parameter objects are replaced (``inject_lora``, ``merge_lora``, a
     new Dense: a graph compiled for the old layout would silently keep computing the old
     model). The folded engine's weights are refolded here, at the start of a generation,
-    when the live parameters changed since the last fold (``folded.Fingerprint``). Kept in
+    when the live parameters changed since the last fold (``folded.fingerprint``). Kept in
     the model's ``__dict__`` (not child Cells: no extra parameters in checkpoints), so they
     go away with the model."""
     kind, layout = engine_kind(model, engine), _layout(model)
