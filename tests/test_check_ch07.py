@@ -39,9 +39,13 @@ def test_ex3_probability_after_penalty():
 
 
 def test_ex4_kv_cache_bytes():
-    layers, hidden = 2, 128                     # baichuan.tiny()
+    layers, hidden = 3, 128                     # baichuan.tiny(num_layers=3)
     assert ch07.ex4(2 * layers * 256 * hidden * 4)
     assert not ch07.ex4(layers * 256 * hidden * 4)    # forgot V
+    # The chapter's trained model (its `cfg`) at either scale is another model: the notebook's
+    # verdict (full scale) and the gradebook's (ci scale) must both reject an answer that used it.
+    for cfg_layers, cfg_hidden in ((2, 128), (4, 256)):  # notebook 07's cfg at ci and at full scale
+        assert not ch07.ex4(2 * cfg_layers * 256 * cfg_hidden * 4)
 
 
 def test_code_checkers_accept_reference_and_reject_wrong_with_hint():

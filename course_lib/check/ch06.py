@@ -456,7 +456,9 @@ def _kv_tokens() -> int:
           question="用一张 24 GiB 的卡部署 Baichuan-13B 做推理：权重以 int8 存放（每个参数 1 字节，"
                    "忽略量化的缩放系数），KV cache 用 float16。放下权重之后，剩下的显存最多能装下多少个 token 的 "
                    "KV cache（所有请求合计；不计激活和框架的开销）？给出整数（向下取整；相对误差 0.1% 以内算对）。"
-                   "可以用第 7 节的 `course_lib.memory` 函数，也可以手算。")
+                   "参数量和层数、宽度可以从配置取；字节数按第 7 节的公式自己算，不要调用 "
+                   "`memory.weight_bytes` 或 `memory.kv_cache_bytes`：成绩册把用它们得到的答案记为“借用”。",
+          targets=("course_lib.memory.weight_bytes", "course_lib.memory.kv_cache_bytes"))
 def ex3(answer) -> bool:
     """Tokens of float16 KV cache that fit on a 24 GiB device beside Baichuan-13B's int8 weights."""
     from ..baichuan import baichuan_13b
@@ -502,7 +504,9 @@ DEVICE_GIB, USABLE = 16, 0.9        # a 16 GiB card, of which the plan may use 9
                    "计算器的激活只是估计，所以每张卡按账本最多只用到 90%（留 10% 余量）。"
                    "最少要几张卡？数据并行的份数 dp 可以是任意正整数（不必是 2 的幂）。"
                    "（每张卡上哪些部分随 dp 变小、哪些不变？dp 至少要多大？）"
-                   "可以用第 7 节的 `course_lib.memory` 计算器。")
+                   "可以用第 7 节的 `memory.plan` 看某个 dp 的逐项账本；不要调用 `memory.devices_needed`："
+                   "它替你把 dp 逐个试过去，成绩册把用它得到的答案记为“借用”。",
+          targets=("course_lib.memory.devices_needed",))
 def ex4(answer) -> bool:
     """Fewest 16 GiB devices to train Baichuan-13B (seq 4096, micro-batch 1) with tensor
     parallel 8, ZeRO-1 and full recomputation."""

@@ -321,28 +321,34 @@ def ex3(answer) -> bool:
                         hint=hint)
 
 
+EX4_LAYERS = 3      # neither tiny()'s 2 layers nor either scale's trained model: read the config
+
+
 def _kv_bytes() -> int:
     from ..baichuan import tiny
     from ..memory import kv_cache_bytes
-    return kv_cache_bytes(tiny(), 1, 256, "fp32")
+    return kv_cache_bytes(tiny(num_layers=EX4_LAYERS), 1, 256, "fp32")
 
 
-@exercise("number", "baichuan.tiny() 的 KVCache 存着 256 个 token 时 float32 K、V 的字节数", solution=_kv_bytes,
-          question="不带参数的 `baichuan.tiny()`（默认尺寸，[第 06 章](06_baichuan_build.ipynb)第 8 节打印过；"
-                   "不是本章放大后训练的那个模型）在 PyNative 下逐步生成，用第 7 节“写代码：往 KV cache 里追加”那种每步追加的缓存"
+@exercise("number", f"baichuan.tiny(num_layers={EX4_LAYERS}) 的 KVCache 存着 256 个 token 时 float32 K、V 的字节数",
+          solution=_kv_bytes,
+          question=f"`baichuan.tiny(num_layers={EX4_LAYERS})`（{EX4_LAYERS} 层，其余是默认尺寸，"
+                   "[第 06 章](06_baichuan_build.ipynb)第 8 节打印过；不是本章训练的那个模型）在 PyNative 下逐步生成，用第 7 节“写代码：往 KV cache 里追加”那种每步追加的缓存"
                    "（`layers.KVCache`：只存已经处理过的 token，不是解码引擎按固定长度预留的缓冲区）。"
                    "缓存里存着 256 个 token（提示词加已生成的）时，batch 1、float32，所有层的 K 和 V 一共多少字节？"
                    "自己从配置算，不要调用 `memory.kv_cache_bytes`：成绩册把用它得到的答案记为“借用”。",
           targets=("course_lib.memory.kv_cache_bytes",))
 def ex4(answer) -> bool:
-    """Bytes of the float32 KV cache (a growing KVCache) of baichuan.tiny() holding 256 tokens, batch 1."""
+    """Bytes of the float32 KV cache (a growing KVCache) of baichuan.tiny(num_layers=3) holding
+    256 tokens, batch 1."""
     from ..baichuan import tiny
     want = _kv_bytes()
     hint = recognised(answer, (
         ("字节数不对：每层存几样东西？cache 是哪种 dtype，每个数几字节？（第 06 章第 7 节）", want / 2),
         ("字节数不对：检查每个数的字节数、每层存的份数和 batch。", want * 2),
-        ("这是一层的：所有层都要存自己的 K 和 V。", want / tiny().num_layers),
+        ("这是一层的：所有层都要存自己的 K 和 V。", want / EX4_LAYERS),
+        (f"层数不对：题目的模型有 {EX4_LAYERS} 层。", want / EX4_LAYERS * tiny().num_layers),
         ("这是个数，不是字节：每个 float32 占 4 字节。", want / 4),
     ), "回到第 06 章第 7 节 KV cache 的计数（每层存什么、每个数几字节），"
-       "尺寸用不带参数的 `baichuan.tiny()`。", rel=0.0)
+       f"尺寸用 `baichuan.tiny(num_layers={EX4_LAYERS})`：{EX4_LAYERS} 层，其余是默认值。", rel=0.0)
     return check_number(answer, want, name="ch07.ex4", integer=True, rel=0, hint=hint)

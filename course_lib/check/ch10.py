@@ -140,7 +140,10 @@ def _zero1_state_gib(dp: int = 16) -> float:
 @exercise("number", "DP16 + ZeRO-1：Baichuan-13B 每卡的训练状态多少 GiB（不算激活值）", solution=_zero1_state_gib,
           question="Baichuan-13B 用 16 张卡做数据并行，并开 ZeRO-1（第 8 节计算器的 `zero=1`：只把 float32 主权重"
                    "和 AdamW 的 m、v 平均分到 16 张卡上）。**不算激活值**，每张卡要存多少 GiB 的训练状态？"
-                   "（混合精度，第 1 节的每参数 16 字节；1 GiB = 2**30 字节，保留 2 位小数）")
+                   "（混合精度，第 1 节的每参数 16 字节；1 GiB = 2**30 字节，保留 2 位小数）。参数量可以从配置取；"
+                   "每卡的字节数按第 1 节的分项自己算，不要调用 `memory.per_device_memory` 或 `memory.plan`："
+                   "成绩册把用它们得到的答案记为“借用”。",
+          targets=("course_lib.memory.per_device_memory", "course_lib.memory.plan"))
 def ex1(answer) -> bool:
     """Per-device training state (no activations) of Baichuan-13B, mixed precision, with 16-way
     data parallelism and ZeRO-1 (fp32 master weights and AdamW m, v sharded), in GiB."""

@@ -91,9 +91,12 @@ ch06.ex2([2 * (cfg_i7.vocab_size - cfg7.vocab_size) * cfg7.hidden_size,
           cfg_i7.num_layers * 4 * cfg_i7.hidden_size])
 # 3: int8 weights, 1 byte each; the rest holds fp16 K and V of every layer
 free = 24 * GiB - cfg13.num_parameters() * 1
-ch06.ex3(free // memory.kv_cache_bytes(cfg13, 1, 1))
+ch06.ex3(free // (cfg13.num_layers * 2 * cfg13.hidden_size * 2))
 # 4: the smallest dp that fits 90 % of a 16 GiB device
-ch06.ex4(memory.devices_needed(cfg13, 0.9 * 16, seq_len=4096, tp=8, zero=1, recompute=True).devices)
+dp = 1
+while not memory.plan(cfg13, 0.9 * 16, memory.Layout(dp=dp, tp=8, zero=1, recompute=True, seq_len=4096)).fits:
+    dp += 1
+ch06.ex4(dp * 8)
 ''',
 }
 
@@ -191,8 +194,11 @@ ch06.ex2([2 * (cfg_i7.vocab_size - cfg7.vocab_size) * cfg7.hidden_size,
           cfg_i7.num_layers * 3 * cfg_i7.hidden_size])
 # 3: int8 weights, 1 byte each; the rest holds fp16 K and V of every layer
 free = 24 * GiB - cfg13.num_parameters() * 1
-ch06.ex3(free // memory.kv_cache_bytes(cfg13, 1, 1))
+ch06.ex3(free // (cfg13.num_layers * 2 * cfg13.hidden_size * 2))
 # 4: the smallest dp that fits 90 % of a 16 GiB device
-ch06.ex4(memory.devices_needed(cfg13, 0.9 * 16, seq_len=4096, tp=8, zero=1, recompute=True).devices)
+dp = 1
+while not memory.plan(cfg13, 0.9 * 16, memory.Layout(dp=dp, tp=8, zero=1, recompute=True, seq_len=4096)).fits:
+    dp += 1
+ch06.ex4(dp * 8)
 ''', {"ch06.ex2": "o_proj"}),
 }

@@ -57,7 +57,7 @@ penalised = np.array([2.0 / 1.25, 1.0, -1.0 * 1.25])
 probs = np.exp(penalised) / np.exp(penalised).sum()
 ch07.ex3(round(float(probs[1]), 3))
 # 4: K and V of every layer, 256 tokens x hidden, 4 bytes each (float32)
-tiny_cfg = baichuan.tiny()
+tiny_cfg = baichuan.tiny(num_layers=3)
 ch07.ex4(2 * tiny_cfg.num_layers * 1 * 256 * tiny_cfg.hidden_size * 4)
 ''',
 }
@@ -120,7 +120,7 @@ penalised = np.array([2.0 / 1.25, 1.0, -1.0 * 1.25])
 probs = np.exp(penalised) / np.exp(penalised).sum()
 ch07.ex3(round(float(probs[1]), 3))
 # 4: the KV cache of every layer for 256 tokens (memory.kv_cache_bytes counts 2 bytes a value)
-tiny_cfg = baichuan.tiny()
+tiny_cfg = baichuan.tiny(num_layers=3)
 ch07.ex4(2 * tiny_cfg.num_layers * 1 * 256 * tiny_cfg.hidden_size * 2)
 ''', {"ch07.ex4": "字节数不对"}),
 }

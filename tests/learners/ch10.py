@@ -33,8 +33,8 @@ ch10.grad_average(my_average_then_clip)
 # show_solution("ch10.grad_average")
 ''',
     ("ch10.ex1", "ch10.ex2", "ch10.ex3"): '''from course_lib.check import ch10
-zero1 = memory.plan(big, 64, memory.Layout(dp=16, zero=1)).memory
-ch10.ex1(round((zero1.total - zero1.activations) / memory.GiB, 2))
+n = big.num_parameters()
+ch10.ex1(round(n * (2 + 2 + 12 / 16) / memory.GiB, 2))     # fp16 weights and grads whole; master, m, v / 16
 h, f = big.hidden_size, big.intermediate_size
 ch10.ex2((3 * h * h + h * h + 3 * h * f) // 8 + 2 * h)
 mb = 1
@@ -81,8 +81,8 @@ ch10.grad_average(my_average_then_clip)
 # show_solution("ch10.grad_average")
 ''', {"ch10.grad_average": "先裁剪、后平均"}),
     ("ch10.ex1", "ch10.ex2", "ch10.ex3"): ('''from course_lib.check import ch10
-zero1 = memory.plan(big, 64, memory.Layout(dp=16, zero=1)).memory
-ch10.ex1(round((zero1.total - zero1.activations) / memory.GiB, 2))
+n = big.num_parameters()
+ch10.ex1(round(n * (2 + 2 + 12 / 16) / memory.GiB, 2))     # fp16 weights and grads whole; master, m, v / 16
 h, f = big.hidden_size, big.intermediate_size
 ch10.ex2((3 * h * h + h * h + 3 * h * f) // 8)
 import math

@@ -36,8 +36,8 @@ ch12.merge_batches(my_merge_batches)
     ("ch12.ex1", "ch12.ex2", "ch12.ex3"): '''from course_lib.check import ch12
 groups = [4, 4, 2]
 ch12.ex1(len(groups) * (1 + (5 - 1)))
-width = generation.prefill_width(40, 20, 2048)
-slots = generation.cache_bucket(width + 20, 2048)
+width = 64                       # 40 -> the next power of two, and 64 + 20 fits in 2048
+slots = 128                       # 64 + 20 = 84 -> the next multiple of 64
 ch12.ex2(32 * 2 * 6 * 32 * slots * 128 * 2 / 2**20)
 ch12.ex3([0, 0, 0, 1, 1, 1])
 ''',
@@ -81,8 +81,8 @@ ch12.merge_batches(my_merge_batches)
     ("ch12.ex1", "ch12.ex2", "ch12.ex3"): ('''from course_lib.check import ch12
 groups = [4, 4, 2]
 ch12.ex1(len(groups) * (1 + 5))
-width = generation.prefill_width(40, 20, 2048)
-slots = generation.cache_bucket(width + 20, 2048)
+width = 64                       # 40 -> the next power of two, and 64 + 20 fits in 2048
+slots = 128                       # 64 + 20 = 84 -> the next multiple of 64
 ch12.ex2(32 * 2 * 6 * 32 * slots * 128 * 2 / 2**20)
 ch12.ex3([0, 0, 0, 1, 1, 1])
 ''', {"ch12.ex1": "哪几步调用了模型"}),
