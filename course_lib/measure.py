@@ -24,8 +24,17 @@ from .runtime import MODES, execution_mode
 from .training import AdamW, LossCell, TrainStep
 from .validate import is_int
 
+def _wait_for(outputs) -> None:
+    """Block until the step's outputs are computed: with asynchronous dispatch (PyNative's
+    default) a step's operators may still be queued when its callback runs."""
+    for out in outputs if isinstance(outputs, (tuple, list)) else (outputs,):
+        if isinstance(out, ms.Tensor):
+            out.asnumpy()
+
+
 class StepTimer(Callback):
-    """Wall-clock time at the start of training and at the end of every step."""
+    """Wall-clock time at the start of training and at the end of every step, taken after
+    the step's outputs (its loss) are computed."""
 
     def __init__(self):
         super().__init__()
@@ -35,6 +44,7 @@ class StepTimer(Callback):
         self.times = [time.perf_counter()]
 
     def on_train_step_end(self, run_context):
+        _wait_for(run_context.original_args().net_outputs)
         self.times.append(time.perf_counter())
 
     @property

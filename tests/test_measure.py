@@ -91,6 +91,26 @@ def test_step_timer_reports_first_and_mean_step():
         timer.steps_per_second()
 
 
+
+def test_step_timer_waits_for_the_step_outputs_before_noting_the_time(monkeypatch):
+    """Under asynchronous dispatch a step's loss may still be queued when the callback runs:
+    the timer reads it (which waits for it) before it takes the time."""
+    events, clock = [], iter(range(100))
+
+    class Pending(ms.Tensor):
+        def asnumpy(self):
+            events.append("waited")
+            return super().asnumpy()
+
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: events.append("time") or next(clock))
+    args = type("Args", (), {"net_outputs": (Pending(np.ones(1, np.float32)), 3)})()
+    context = type("Context", (), {"original_args": lambda self: args})()
+    timer = measure.StepTimer()
+    timer.on_train_begin(context)
+    timer.on_train_step_end(context)
+    assert events == ["time", "waited", "time"] and timer.times == [0, 1]
+
+
 class _FakeTrainer:
     """total_steps / step / train(steps) like LLMTrainer; each step costs ``cost`` fake seconds."""
 
