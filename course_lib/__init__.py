@@ -38,7 +38,7 @@ this table equal to the notebooks' imports):
                                    internlm, lookalike, memory, pretrained
     16 your own model ............ callbacks, conversation, export, families, finetune,
                                    folded, generation, lookalike, lora, memory, own_model,
-                                   pipelines, plots, runtime, trainer
+                                   pipelines, plots, realsize, runtime, trainer
 
 Underneath, imported by the modules above: ``scale`` (``cl.pick``), ``validate`` (input
 checks), ``safeio`` (atomic writes), ``facts`` (``cl.fact``: a stated fact printed and asserted), ``hf_tokenizer``, ``measure`` and ``experiments`` (timings for notebooks and benchmarks).
