@@ -116,7 +116,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("README.md", "3.11"): "the Python version the course pins (Makefile PYTHON), not a measurement",
     ("README.md", "5 GB"): "disk for .venv (measured 4.3 GB, platform notes) plus caches, rounded up",
     ("README.md", "3 分钟"): "a fresh venv install measured at about 2.5 minutes (platform notes); a range, not a claim",
-    ("README.md", "5.5 MB"): "data/base/ measures 5,585,385 bytes; data/README.md lists each file",
+    ("README.md", "5.6 MB"): "data/base/ measures 5,585,385 bytes; data/README.md lists each file",
     ("instructors.md", "3.11"): "the Python version of the ModelArts images quoted in the same paragraph",
     ("instructors.md", "2.28"): "glibc version required by the manylinux_2_28 wheels named on the line",
     ("instructors.md", "2026001"): "an example learner folder name, not a figure",

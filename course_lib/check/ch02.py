@@ -185,7 +185,8 @@ def _f1(pred, labels) -> float:
                    "分母为 0（这次评估既没有正类预测、也没有正类标签）时返回 0。"
                    "检查器会分几个批次调用 `update`，并在两次评估之间调用 `clear`，"
                    "其中一次评估全是负类；F1 的容差是 1e-6。"
-                   '写好后可以放进 `Model(..., metrics={"f1": MyF1()})`。')
+                   '写好后可以放进 `Model(..., metrics={"f1": MyF1()})`。'
+                   "不要调用 `course_lib.metrics.BinaryF1`：它做的正是这件事，成绩册把用到它的答案记为“借用”。")
 def f1_metric(cls) -> bool:
     """``cls()`` is a mindspore.train.Metric; update(logits (B, 2), labels (B,)); eval() -> float."""
     def body():
