@@ -132,6 +132,11 @@ def label_smoothing_loss(cls) -> bool:
             observe(f"{what}是否为标量", tuple(got.shape) in ((), (1,)), True)
             if got.shape not in ((), (1,)):
                 raise Mismatch(f"损失的形状是 {tuple(got.shape)}，应是一个标量：最后要 .mean()。")
+            observe(f"{what}的 dtype", str(got.dtype), "Float32")
+            if got.dtype != ms.float32:
+                raise Mismatch(f"logits 为 {logits.dtype} 时你的损失是 {got.dtype}：题目要求先把 logits 转成 "
+                               "float32、整个损失在 float32 下计算（float16 只有约 3 位有效数字，"
+                               "logits 大一些时误差会超出容差）。")
             log_p = np.log(np.exp(logits.astype(np.float64)) / np.exp(logits.astype(np.float64)).sum(-1, keepdims=True))
             one_hot = np.eye(classes)[labels]
             k1 = (1 - s) * one_hot + (1 - one_hot) * s / (classes - 1)
