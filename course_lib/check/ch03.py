@@ -151,13 +151,13 @@ PAD_HINT = ("对照题目逐项核对：截断时保留哪一端、填充补在�
 @exercise("code", "写 dataset.map 用的变换：截断（保留开头）+ 右侧填充 + key_padding_mask",
           solution=_sol("truncate_pad"),
           wrong=((_sol("wrong_pad_keeps_end"), "结尾"), (_sol("wrong_pad_mask_inverted"), "反了"),
-                 (_sol("wrong_pad_left"), "左侧")),
+                 (_sol("wrong_pad_left"), "左侧"), (_sol("wrong_pad_mask_from_values"), "恰好等于 pad_id")),
           targets=("course_lib.classifier.encode_reviews",),
           question="**截断、填充与掩码。** 写 `truncate_pad(ids, max_len=16, pad_id=0)`："
                    "保留**开头**的 `max_len` 个 id，右侧补 `pad_id` 到 `max_len`，"
                    "返回 `(input_ids, key_padding_mask)`：`input_ids` 为 int32、形状 `(max_len,)`；"
                    "`key_padding_mask` 为 bool、形状 `(max_len,)`，填充位置为 `True`（"
-                   "与[第 01 章](01_cell.ipynb)的约定一致）。它一步做完第 3 节 `Truncate` + `PadEnd` 的事，"
+                   "与[第 01 章](01_cell.ipynb)的约定一致；掩码标的是补上去的位置：真实序列里的 id 也可能等于 `pad_id`）。它一步做完第 3 节 `Truncate` + `PadEnd` 的事，"
                    "还多给出掩码。不要调用第 02 章的 `classifier.encode_reviews`（它也做截断和填充）：成绩册把这样得到的答案记为“借用”。")
 def truncate_pad(fn) -> bool:
     """``fn(ids, max_len=16, pad_id=0) -> (input_ids int32 (max_len,), mask bool (max_len,))``."""
@@ -167,6 +167,7 @@ def truncate_pad(fn) -> bool:
         fn(np.arange(3, dtype=np.int32), max_len=5, pad_id=0)   # NotImplementedError surfaces here
         for max_len, pad_id in ((6, 0), (9, 2)):
             rows = [rng.integers(3, 900, size=n).astype(np.int32) for n in (1, max_len - 2, max_len, max_len + 5)]
+            rows.append(np.array([7, pad_id, 11], np.int32))      # a real token whose id equals pad_id
             out = _run_map(lambda ids: fn(ids, max_len=max_len, pad_id=pad_id), rows,
                            ["input_ids", "mask"], ragged=True)
             for ids, (got_ids, got_mask) in zip(rows, out):
@@ -190,8 +191,13 @@ def truncate_pad(fn) -> bool:
                 if got_mask.dtype != np.bool_:
                     raise Mismatch(f"{where}：掩码的 dtype 是 {got_mask.dtype}，应为 bool。")
                 if not np.array_equal(got_mask, want_mask):
-                    bug = ("掩码反了：True 应表示“填充、不许看”（与 key_padding_mask 的约定一致）。"
-                           if np.array_equal(got_mask, ~want_mask) else PAD_HINT)
+                    if np.array_equal(got_mask, ~want_mask):
+                        bug = "掩码反了：True 应表示“填充、不许看”（与 key_padding_mask 的约定一致）。"
+                    elif np.array_equal(got_mask, got_ids == pad_id):
+                        bug = (f"这一行里有一个真实的 token，它的 id 恰好等于 pad_id={pad_id}，你的掩码把它也标成了填充："
+                               "掩码标的是补上去的位置，不是值等于 pad_id 的位置。")
+                    else:
+                        bug = PAD_HINT
                     raise Mismatch(f"{where}：mask = {got_mask.astype(int).tolist()}，"
                                    f"应为 {want_mask.astype(int).tolist()}。{bug}")
                 if got_ids.dtype != np.int32:

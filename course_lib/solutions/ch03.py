@@ -48,6 +48,11 @@ def wrong_pad_mask_inverted(ids, max_len=16, pad_id=0):
     return padded, ~mask
 
 
+def wrong_pad_mask_from_values(ids, max_len=16, pad_id=0):
+    padded, _ = truncate_pad(ids, max_len, pad_id)
+    return padded, padded == pad_id
+
+
 def wrong_pad_left(ids, max_len=16, pad_id=0):
     ids = np.asarray(ids, np.int32)[:max_len]
     padded = np.full(max_len, pad_id, np.int32)
