@@ -4,9 +4,11 @@ from course_lib.check import ch00
 
 
 def test_ch00_checkers_accept_reference_and_reject_wrong(tokenizer, capsys):
-    assert ch00.ex1(len(tokenizer.encode("人工智能")))
-    assert ch00.ex1(np.int64(len(tokenizer.encode("人工智能"))))
-    assert not ch00.ex1(len("人工智能") + 7)
+    assert ch00.ex1(len(tokenizer.encode("深度学习")))
+    assert ch00.ex1(np.int64(len(tokenizer.encode("深度学习"))))
+    assert not ch00.ex1(len("深度学习") + 7)
+    assert not ch00.ex1(len("深度学习"))                  # the character count is not the id count
+    assert "这是字数" in capsys.readouterr().out
     assert ch00.ex2(len("🚀".encode("utf-8")))                  # 4 UTF-8 bytes, no merge learned
     assert not ch00.ex2(1) and not ch00.ex2("4")
     n_tokens, n_chars = ch00._de_counts()

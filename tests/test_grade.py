@@ -64,7 +64,7 @@ def _save(folder: Path, chapter: str, nb) -> None:
 def _answers_00() -> str:
     from course_lib.tokenizer import load_tokenizer
     tok = load_tokenizer()
-    return (f"ch00.ex1({len(tok.encode('人工智能'))})\nch00.ex2({len(tok.encode('🚀'))})\n"
+    return (f"ch00.ex1({len(tok.encode('深度学习'))})\nch00.ex2({len(tok.encode('🚀'))})\n"
             "from course_lib import data\n"
             "ch00.ex3(sum(ids.count(tok.encode('的')[0]) for ids in tok.encode_batch(data.news_splits().validation)))\n"
             "ch00.ex1(0)   # what a wrong answer looks like: a hint instead of the solution\n")
