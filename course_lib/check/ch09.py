@@ -99,7 +99,8 @@ class _TinyTagger:
 @exercise("code", "写 export_for_serving(net, path, batch_size, seq_len)：用 ms.export 导出 MINDIR",
           solution=lambda: _solutions().export_for_serving,
           wrong=((lambda: _solutions().wrong_export_training_mode, "dropout"),
-                 (lambda: _solutions().wrong_export_swapped_shape, "形状")),
+                 (lambda: _solutions().wrong_export_swapped_shape, "形状"),
+                 (lambda: _solutions().wrong_export_int64, "int64")),
           targets=("course_lib.export.export_mindir",),
           question="在第 3 节“练习 2（写代码）：亲手调用 `ms.export`”的脚手架里写 `my_export(net, path, batch_size, seq_len)`："
                    "把一个“int32 token id (batch, seq) → logits”的网络导出成 `<path>.mindir`（`path` 是不带扩展名的 "
@@ -147,6 +148,12 @@ def _check_export(func, path, batch, seq) -> None:
     if not file.is_file():
         raise fail(f"没有找到 {file.name}（目录里有 {files}）：ms.export 会自己在 file_name 后面加上 .mindir，"
                    "所以 file_name 就是 path 本身，不带扩展名、不换目录。")
+    from ..export import mindir_inputs
+    recorded = mindir_inputs(file)
+    observe(f"{file.name} 记录的输入（形状、dtype）", recorded, [((batch, seq), "int32")])
+    if len(recorded) == 1 and recorded[0][1] != "int32":
+        raise fail(f"{file.name} 记录的输入 dtype 是 {recorded[0][1]}：服务时送进来的是 int32 的 token id，"
+                   "示例输入的 dtype 决定了图记录的输入（NumPy 的整数默认是 int64）。")
     try:
         got = nn.GraphCell(ms.load(str(file)))(ids)
     except Exception:                                 # noqa: BLE001

@@ -65,3 +65,12 @@ def wrong_export_swapped_shape(net, path, batch_size, seq_len):
     net.set_train(False)
     ms.export(net, Tensor(np.zeros((seq_len, batch_size), np.int32)), file_name=str(path),
               file_format="MINDIR")
+
+
+def wrong_export_int64(net, path, batch_size, seq_len):
+    """The dummy input is int64 (NumPy's default integer): the graph records an int64 input."""
+    import mindspore as ms
+    from mindspore import Tensor
+    net.set_train(False)
+    ms.export(net, Tensor(np.zeros((batch_size, seq_len), np.int64)), file_name=str(path),
+              file_format="MINDIR")
