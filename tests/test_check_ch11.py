@@ -108,3 +108,20 @@ def test_hidden_config_is_drawn_anew_per_grading_session(monkeypatch):
     salted = ch11._hidden_configs()
     assert fixed[:2] == salted[:2] and fixed[2] != salted[2]
     assert salted[2].hidden_size % salted[2].num_heads == 0
+
+
+def test_llama_kwargs_hints_say_which_field_differs_not_its_value(capsys):
+    """A hint names the field that differs and what the learner's dict gave; it never states
+    the value the reference expects (copying hints would otherwise fill in every field)."""
+    from course_lib.families import llama_config_kwargs
+    from course_lib.internlm import tiny
+    want = llama_config_kwargs(tiny())
+
+    def no_length(config):
+        got = llama_config_kwargs(config)
+        del got["max_position_embeddings"]                  # LlamaConfig's default (2048) applies
+        return got
+    assert not ch11.llama_kwargs(no_length)
+    out = capsys.readouterr().out
+    assert "max_position_embeddings" in out and "默认值" in out
+    assert str(want["max_position_embeddings"]) not in out

@@ -206,8 +206,9 @@ def _kwargs_body(func):
             if effective[key] != want:
                 why = {"attention_bias": "InternLM-1 的 q/k/v/o 投影带偏置（Llama 默认不带；第 06 章的注意力投影）。",
                        "tie_word_embeddings": "课程模型的 lm_head 与词嵌入是两份独立的权重。"}.get(key, "")
-                raise Mismatch(f"{config.name}（hidden {config.hidden_size}）的 {key} 是 {effective[key]!r}"
-                               f"{'（LlamaConfig 的默认值）' if key not in got else ''}，应为 {want!r}。{why}")
+                where = ("你没有写它，这是 LlamaConfig 的默认值" if key not in got else "你的 dict 给出的值")
+                raise Mismatch(f"{config.name}（hidden {config.hidden_size}）的 {key} 与课程配置描述的网络不一致"
+                               f"（{where}：{effective[key]!r}）。" + (why or "课程配置里哪一个字段说的是同一件事？"))
 
 
 @exercise("code", "写 llama_kwargs：把课程 InternLM 配置翻译成 LlamaConfig 的参数",
