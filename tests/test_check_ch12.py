@@ -90,6 +90,15 @@ def test_ex3_mask_from_the_library_merge():
     assert np.pad(merged.attention_mask, ((0, 0), (0, 1)), constant_values=1)[2].tolist() == ch12._joined_mask()
 
 
+def test_ex3_hint_does_not_give_the_width_away(capsys):
+    """The row's width is half of ex3's reasoning: a list of the wrong length is told so, not
+    told the right length."""
+    want = ch12._joined_mask()
+    assert not ch12.ex3(want[:-1])
+    out = capsys.readouterr().out
+    assert "个数就不对" in out and f"需要 {len(want)}" not in out
+
+
 def test_the_demo_call_gives_no_method(capsys):
     """The answers cell's example call (ch12.ex1(0)) prints a pointer, not the count's recipe."""
     assert not ch12.ex1(0)

@@ -258,6 +258,6 @@ def _joined_mask() -> list:
                    "然后整个批次又解码了 1 步。新请求那一行现在的 attention mask 是什么？写成 0/1 的整数列表。")
 def ex3(answer) -> bool:
     """The attention-mask row of a request that joined a running batch, one decode step later."""
-    return check_number(answer, _joined_mask(), name="ch12.ex3", integer=True,
+    return check_number(answer, _joined_mask(), name="ch12.ex3", integer=True, say_length=False,  # the width is half the question
                         hint="回到第 2 节：合并时两边的列数怎样对齐、补出来的列在哪一边、它们的 mask 是多少？"
                              "每解码一步，mask 又多了什么？")

@@ -122,7 +122,12 @@ def provenance(obj) -> dict:
     return info
 
 
+ATTEMPTED: set[str] = set()          # exercises whose checker ran a learner's attempt in this process
+
+
 def _record(name: str, passed: bool, hint: str, attempted: bool = True) -> None:
+    if attempted and name:
+        ATTEMPTED.add(name)
     run = next((r for r in reversed(_OPEN) if r["name"] == name), None)
     obs, prov = (tuple(run["obs"]), run["provenance"]) if run else ((), None)
     for found in _RECORDERS:
@@ -236,8 +241,10 @@ def as_numbers(answer, integer: bool = False) -> list:
 
 
 def check_number(answer, expected, *, name: str, hint: str, rel: float = 1e-6,
-                 abs_: float = 0.0, integer: bool = False) -> bool:
-    """Verdict for a number (or, if ``expected`` is a sequence, a sequence of numbers). Never raises."""
+                 abs_: float = 0.0, integer: bool = False, say_length: bool = True) -> bool:
+    """Verdict for a number (or, if ``expected`` is a sequence, a sequence of numbers). Never raises.
+    ``say_length=False``: when the length is part of what the question asks, a wrong length is
+    reported without the expected one."""
     observe("答案", answer, list(expected) if isinstance(expected, tuple) else expected,
             atol=abs_, rtol=rel)
     try:
@@ -246,7 +253,8 @@ def check_number(answer, expected, *, name: str, hint: str, rel: float = 1e-6,
             ok = len(got) == len(expected) and all(
                 math.isclose(g, e, rel_tol=rel, abs_tol=abs_) for g, e in zip(got, expected))
             if len(got) != len(expected):
-                hint = f"需要 {len(expected)} 个数，你给了 {len(got)} 个。" + hint
+                hint = (f"需要 {len(expected)} 个数，你给了 {len(got)} 个。" if say_length
+                        else f"你给了 {len(got)} 个数，个数就不对。") + hint
         else:
             ok = math.isclose(as_number(answer, integer=integer), expected, rel_tol=rel, abs_tol=abs_)
     except BadAnswer as bad:
