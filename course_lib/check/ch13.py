@@ -168,7 +168,8 @@ def _gpt_like_state(rng):
 @exercise("code", "写 convert_state_dict：PyTorch state_dict 的键名/数组 → MindSpore 参数名/数组",
           solution=lambda: sol.convert_state_dict,
           wrong=((lambda: sol.wrong_rename_all, "Linear"), (lambda: sol.wrong_transpose_linear, "转置"),
-                 (lambda: sol.wrong_forgets_embedding, "embedding_table")),
+                 (lambda: sol.wrong_forgets_embedding, "embedding_table"),
+                 (lambda: sol.wrong_float64_arrays, "dtype 却是 float64")),
           targets=("course_lib.migration.mapping.torch_state_to_mindspore",
                    "course_lib.migration.mapping.builtin_param_name"),
           question="在第 2 节“state_dict 的键名 → MindSpore 的参数名”的脚手架里写 `my_convert_state_dict(state, module_types)`："
@@ -203,6 +204,10 @@ def convert_state_dict(func) -> bool:
                    "（方阵层转置后形状照样对得上，所以要比数值。）"
                    if g.shape == value.T.shape and np.array_equal(g, value.T) else "")
             compare(g, value, f"参数 {key}", atol=0, rtol=0, bug=bug)
+            observe(f"参数 {key} 的 dtype", str(g.dtype), "float32")
+            if g.dtype != np.float32:
+                raise Mismatch(f"参数 {key} 的数值对了，dtype 却是 {g.dtype}：题目要 float32 数组"
+                               "（MindSpore 的参数是 float32，别的 dtype 会让文件变大、加载时类型不符）。")
     return run_code_check("ch13.convert_state_dict", "对照第 2 节练习的说明核对输入和返回值（返回 dict："
                           "MindSpore 参数名 → float32 数组），以及第 1 节对照表里各层的参数名和权重形状。", body)
 

@@ -91,6 +91,11 @@ def wrong_transpose_linear(state, module_types):
     return out
 
 
+def wrong_float64_arrays(state, module_types):
+    """Right names and values, but every array converted to float64."""
+    return {k: np.asarray(v, np.float64) for k, v in convert_state_dict(state, module_types).items()}
+
+
 def wrong_forgets_embedding(state, module_types):
     """Handles LayerNorm but keeps Embedding's ``weight``."""
     return convert_state_dict(state, {k: v for k, v in module_types.items() if v != "Embedding"})
