@@ -4,9 +4,13 @@ from course_lib.check.__main__ import self_test_one
 from course_lib.check.common import EXERCISES
 
 
-def test_peak_number():
+def test_peak_number(capsys):
     assert ch15.peak_gib(ch15._peak_gib())
-    assert not ch15.peak_gib(13.64) and not ch15.peak_gib("lots")   # weights only: forgot the tensor
+    capsys.readouterr()
+    assert not ch15.peak_gib(13.64)                       # weights only: forgot the tensor in flight
+    assert "这个数只是全部权重" in capsys.readouterr().out
+    assert not ch15.peak_gib(15.5) and not ch15.peak_gib("lots")
+    assert "这个数只是全部权重" not in capsys.readouterr().out
 
 
 def test_prompt_checker_self_test():

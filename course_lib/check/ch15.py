@@ -3,7 +3,7 @@
 Expected values come from the same library functions the notebook uses."""
 import contextlib
 
-from .common import Mismatch, check_number, exercise, hidden_rng, observe, run_code_check
+from .common import Mismatch, check_number, exercise, hidden_rng, observe, recognised, run_code_check
 
 HIDDEN_CHATS = (
     [{"role": "user", "content": "北京今天天气怎么样？"}],
@@ -37,9 +37,13 @@ def _peak_gib() -> float:
                    "主机内存峰值是多少 GiB（1 GiB = 2**30 字节）？保留两位小数（检查器接受 ±0.006）。"
                    "用第 3 节的公式手算（不调用 `memory.load_plan`：第 3 节的演示换一个参数就是答案）。")
 def peak_gib(answer) -> bool:
-    return check_number(answer, _peak_gib(), name="ch15.peak_gib", abs_=0.006,
-                        hint="回到第 3 节的峰值公式：全部权重按目标精度一共多少字节？“正在搬运的那一个张量”"
-                             "在 InternLM-7B 里是哪一个、有多大？")
+    from ..internlm import internlm_7b
+    weights_only = internlm_7b().num_parameters() * 2 / 2**30
+    hint = recognised(answer, [("这个数只是全部权重（bfloat16）：第 3 节的峰值里还有“正在搬运的那一个张量”，"
+                                "它在 InternLM-7B 里是哪一个、有多大？", weights_only)],
+                      "回到第 3 节的峰值公式：全部权重按目标精度一共多少字节？“正在搬运的那一个张量”"
+                      "在 InternLM-7B 里是哪一个、有多大？", abs_=0.006)
+    return check_number(answer, _peak_gib(), name="ch15.peak_gib", abs_=0.006, hint=hint)
 
 
 def _tokenizer():
@@ -131,13 +135,13 @@ def _prompt_bug(tok, got, want) -> str:
           solution=_reference, wrong=((lambda: _no_bos, "少了最前面的"), (lambda: _no_newline, "换行符")),
           targets=("course_lib.conversation.internlm_prompt",
                    "course_lib.conversation.chat_format"),      # chat_format(InternLM model, ...) calls it
-          question="不看 `course_lib/conversation.py`，按第 5 节讲的 InternLM-chat 格式（`modeling_internlm.py` 的 "
-                   "`build_inputs`），在下面的脚手架里写提示词的编码函数 `internlm_prompt(tokenizer, messages)`："
+          question="不看 `course_lib/conversation.py`，按第 5 节写出的 InternLM-chat 模板（检查器按这个模板评分；"
+                   "上游 `build_inputs` 各版本的差别见第 5 节），在下面的脚手架里写提示词的编码函数 `internlm_prompt(tokenizer, messages)`："
                    "`tokenizer` 是 `cl.load_hf_tokenizer` 读出的分词器，`messages` 是 "
                    "`[{\"role\": \"user\" 或 \"assistant\", \"content\": 文本}, ...]`，user 与 assistant 交替、"
                    "最后一条是 user；内容原样放进模板（其中的换行也照原样保留）。返回送进模型的完整 token id 列表（第 5 节打印的 "
                    "InternLM prompt ids 就是这样一个列表）。检查器在隐藏的单轮、多轮对话上"
-                   "与真实格式逐个 id 比对，并指出第一个不同的位置。", cell="answers")
+                   "与第 5 节模板给出的 id 逐个比对，并指出第一个不同的位置。", cell="answers")
 def internlm_prompt(fn) -> bool:
     hint = "对照第 5 节 InternLM-chat 的模板和编码方式核对你的函数；返回值是 token id 的列表。"
 
