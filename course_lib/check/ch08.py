@@ -258,7 +258,7 @@ def _ex4() -> float:
 @exercise("number", "InternLM-7B 的 LoRA（r=64，q/k/v/o）训练状态共多少 GiB（混合精度，不含激活）",
           solution=_ex4,
           question="InternLM-7B 预设上 LoRA（r=64，适配 `q_proj`、`k_proj`、`v_proj`、`o_proj`）"
-                   "的训练状态共多少 GiB（混合精度，不含激活；1 GiB = 2**30 字节，误差 1% 以内）？"
+                   "的训练状态共多少 GiB（混合精度，不含激活；包括冻结的基座权重，和第 9 节的表一样；1 GiB = 2**30 字节，误差 1% 以内）？"
                    "用 `memory.training_state_bytes` 算；第 9 节的表（r=8、q/v）可以用来核对你的做法。")
 def ex4(answer) -> bool:
     """Training state of LoRA (r=64 on q_proj, k_proj, v_proj, o_proj) for the InternLM-7B

@@ -197,7 +197,9 @@ def _largest_micro_batch_16() -> int:
           solution=_largest_micro_batch_16,
           question="第 8 节最后一格：Baichuan-13B 在 32 GiB 的卡上只用数据并行 + ZeRO-3 + 重计算（micro-batch 1、"
                    "序列长 4096），`devices_needed` 给出的是 8 张卡。现在有 16 张这样的卡，其余不变：每张卡的 "
-                   "micro-batch 最大可以是几，训练状态和激活值仍放得下？（整数；按第 8 节计算器的假设算：`memory.Layout` 的 `micro_batch` 字段就是每卡的 micro-batch）")
+                   "micro-batch 最大可以是几，训练状态和激活值仍放得下？（整数；按第 8 节计算器的假设算：`memory.Layout` 的 `micro_batch` 字段就是每卡的 micro-batch。"
+                   "这一题可以用计算器 `memory.plan` 逐个试 micro-batch，也可以手算：要想清楚的是卡数翻倍时哪一部分变小、"
+                   "micro-batch 变大时哪一部分变大）")
 def ex3(answer) -> bool:
     """Baichuan-13B on 16 devices of 32 GiB, data parallel + ZeRO-3 + full recomputation,
     sequence 4096: the largest micro-batch that still fits (the memory calculator's assumptions)."""
