@@ -29,6 +29,7 @@ def _logits(rng, batch, vocab):
                  (lambda: _solutions().wrong_top_p_ascending, "哪一端"),
                  (lambda: _solutions().wrong_top_p_not_unsorted, "原来词表")),
           targets=("course_lib.generation.apply_top_p", "course_lib.generation.next_token_scores"),
+          taught=(") -> np.ndarray:",),          # a return annotation: next_token_scores' listing (section 6) has it
           question="在第 6 节“top-p 过滤与重复惩罚”的脚手架里写 `my_top_p(logits, p)`（NumPy，"
                    "`logits` 形状 (batch, vocab)，每行一个序列）：每行按概率从大到小排序、累加，"
                    "保留到累计概率**第一次 ≥ p** 的那个词为止（至少保留一个），其余设为 `-inf`，"
@@ -92,6 +93,7 @@ def _diagnose_top_p(got, want, x, p, what) -> None:
                  (lambda: _solutions().wrong_penalty_subtract, "presence")),
           targets=("course_lib.generation.apply_repetition_penalty",
                    "course_lib.generation.next_token_scores"),
+          taught=(") -> np.ndarray:",),          # a return annotation: next_token_scores' listing (section 6) has it
           question="在同一个脚手架里（第 6 节）写 `my_repetition_penalty(logits, seen, penalty)`："
                    "`seen` 是与 `logits` 同形状的布尔数组（这个词已经出现过）；出现过的词，"
                    "正 logit 除以 `penalty`、负 logit 乘以 `penalty`，没出现过的词不变；返回与 `logits` 同形状的数组。"
@@ -136,7 +138,7 @@ def repetition_penalty(func) -> bool:
                  (lambda: _solutions().wrong_append_forgets_past, "丢掉")),
           targets=("course_lib.layers.KVCache",),
           question="在第 7 节“往 KV cache 里追加”的脚手架里写 `my_append_kv(past_k, past_v, k, v)`："
-                   "把这一步的 `k`、`v`（形状 (batch, heads, 新 token 数, head_dim)）接在缓存**后面**，"
+                   "把这一步的 `k`、`v`（MindSpore Tensor，形状 (batch, heads, 新 token 数, head_dim)）接在缓存**后面**，"
                    "返回新的 (keys, values)；第一步没有缓存（`None`）。检查器模拟一次生成（先 3 个 token，"
                    "再 1、1、2 个），每一步与完整的拼接结果比较。")
 def append_kv(func) -> bool:
