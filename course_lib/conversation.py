@@ -10,8 +10,11 @@ ids from its ``generation_config.json``)::
     History is dropped from the oldest round when longer than
     max(model_max_length // 2, model_max_length - max_new_tokens) tokens (left-truncated).
 
-InternLM-chat-7b (``modeling_internlm.py``, ``InternLMForCausalLM.build_inputs`` in
-InternLM/InternLM ``tools/transformers``)::
+InternLM-chat-7b (``InternLMForCausalLM.build_inputs`` as a develop-branch revision of
+InternLM/InternLM ``tools/transformers/modeling_internlm.py`` writes it: commit 0241457,
+2023-09-22, lines 769-774; every main-branch revision, fa7337b to aaaf4d7 (lines 779-786),
+writes a literal "<s>" before each history round and before a lone query instead, which
+this module does not reproduce)::
 
     prompt = "".join(f"<|User|>:{q}<eoh>\\n<|Bot|>:{a}<eoa>\\n" for q, a in history)
              + f"<|User|>:{query}<eoh>\\n<|Bot|>:"
