@@ -1,8 +1,8 @@
 """No answer is on screen before the exercise asks for it.
 
-Code exercises: no stored output before the exercise cell (nor the exercise cell's own stored
-output: what the untouched scaffold prints), and no comment of the scaffold, shows a line of
-the reference solution's code (``course_lib.check.leaks``: a run of 6 code tokens of the
+Code exercises: no stored output of the notebook (before the exercise, under its scaffold, or
+in the cells below it, which a learner scrolls past), and no comment of the scaffold, shows a
+line of the reference solution's code (``course_lib.check.leaks``: a run of 6 code tokens of the
 solution that the scaffold itself does not show).
 
 Number exercises:
@@ -193,13 +193,15 @@ def _comments(source: str) -> str:
 
 def code_leaks(nb, name: str, solution: str, taught=()) -> list[str]:
     """Where a line of ``solution`` (a code exercise's reference source) is on screen before
-    the learner tries: in a stored output before or under the scaffold, or in a comment of
-    the scaffold."""
+    the learner tries: in ANY stored output of the notebook (a stored notebook shows the cells
+    below the exercise too: the library's listing under it waits for an attempt,
+    ``check.source_after``), or in a comment of the scaffold."""
     from course_lib.check import leaks as scan
     stop = exercise_cell(nb, name)
     assert stop is not None, f"{name} is never asked in its notebook"
     runs = scan.solution_runs(solution, nb.cells[stop].source, taught)
-    texts = [(i, w, t) for i, w, t in _before(nb, stop) if w == "output"]
+    texts = [(i, where, text) for i, cell in enumerate(nb.cells)
+             for where, text in _cell_texts(cell) if where == "output"]
     texts.append((stop, "scaffold comment", _comments(nb.cells[stop].source)))
     found = []
     for i, where, text in texts:
@@ -272,3 +274,36 @@ def test_the_exercise_is_the_cell_that_calls_the_checker():
     assert leaks(nb, "ch99.ex1", 0.99899)                   # only ch13.ex3's question is exempt
     nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="fraction 0.2291%\n")]
     assert leaks(nb, "ch99.ex1", 0.22912) and leaks(nb, "ch99.ex1", 0.229124)
+
+
+def test_a_library_listing_waits_for_an_attempt(capsys):
+    """``check.source_after``: the library's version of an exercise is printed only after the
+    learner's checker ran on an attempt (wrong or right) in this process; the untouched
+    scaffold (NotImplementedError) is not an attempt."""
+    from mindspore import nn
+    from course_lib import layers
+    from course_lib.check import ch06, common, source_after
+    common.ATTEMPTED.discard("ch06.rms_norm")
+
+    class Untouched(nn.Cell):                           # as the notebook's scaffold
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            raise NotImplementedError
+
+    class Identity(nn.Cell):
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+
+        def construct(self, x):
+            return x
+
+    source_after("ch06.rms_norm", layers.RMSNorm)
+    assert "⏳" in capsys.readouterr().out
+    ch06.rms_norm(Untouched)
+    source_after("ch06.rms_norm", layers.RMSNorm)
+    out = capsys.readouterr().out
+    assert "class RMSNorm" not in out and "⏳" in out
+    ch06.rms_norm(Identity)                               # a wrong attempt is an attempt
+    capsys.readouterr()
+    source_after("ch06.rms_norm", layers.RMSNorm)
+    assert "class RMSNorm" in capsys.readouterr().out

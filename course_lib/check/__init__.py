@@ -12,7 +12,7 @@ import importlib
 import inspect
 import pkgutil
 
-from .common import EXERCISES, Exercise  # noqa: F401
+from .common import ATTEMPTED, EXERCISES, Exercise  # noqa: F401
 
 
 def all_exercises() -> dict[str, Exercise]:
@@ -31,3 +31,18 @@ def show_solution(name: str) -> None:
     obj = ex.solution()
     target = obj if (inspect.isclass(obj) or inspect.isfunction(obj)) else ex.solution
     print(inspect.getsource(target))
+
+
+def source_after(name: str, *objects) -> None:
+    """Print the source of ``objects`` (the library's own version of what exercise ``name``
+    asks for) once the learner has run that exercise's checker on an attempt in this kernel;
+    before that, print only how to see it. A notebook stored with untouched scaffolds thus
+    shows no solution below its exercise."""
+    all_exercises()
+    if name not in EXERCISES:
+        raise KeyError(f"No exercise {name!r}; see python -m course_lib.check --list")
+    if name not in ATTEMPTED:
+        print(f"⏳ 课程库的实现在你写完并运行过 {name} 的检查之后显示在这里：先做练习，再重新运行这一格。")
+        return
+    for obj in objects:
+        print(inspect.getsource(obj))

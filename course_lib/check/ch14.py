@@ -44,6 +44,9 @@ def _bucket_bug(got_i, got_l, want_i, want_l, inputs, pad_id) -> str:
                  (lambda: sol.wrong_strict_bucket, "恰好等于一个桶")),
           targets=("course_lib.migration.compile_stats.bucket_length",
                    "course_lib.migration.compile_stats.pad_batch"),
+          # the signature the question states, and a line of run_stream's listing (section 2),
+          # which calls the library's pad_batch: neither is the padding itself
+          taught=(", pad_id: int = 0", "inputs.shape[1]"),
           question="在第 2 节“分桶填充”的脚手架里写 `my_pad_to_bucket(inputs, labels, buckets, pad_id=0)`："
                    "`inputs`、`labels` 是 (B, T) 的整数数组，`buckets` 是几个允许的长度（升序），"
                    "把这一批填充到**能装下它的最小的桶**（T 恰好等于某个桶时就用这个桶），"
