@@ -85,6 +85,11 @@ def leaked(ex, printed: list[tuple[str, str]]) -> list[str]:
     return problems
 
 
+def _crashing_attempt(*args, **kwargs):
+    """A learner's code that raises: the checker then prints its general hint."""
+    raise RuntimeError("an attempt that raises")
+
+
 def self_test_one(ex) -> list[str]:
     """Surprises for one exercise (empty list: all as expected)."""
     problems = []
@@ -110,6 +115,10 @@ def self_test_one(ex) -> list[str]:
                 problems.append(f"{ex.name}: wrong variant {getattr(factory, '__name__', factory)} "
                                 f"{'accepted' if ok else 'rejected without the hint ' + repr(hint)}: "
                                 f"{out.strip()}")
+        ok, out = _quiet(ex.checker, _crashing_attempt)   # its general hint is scanned too
+        printed.append(("an attempt that raises", out))
+        if ok:
+            problems.append(f"{ex.name}: accepted an attempt that raises")
     else:
         for bad in (*BAD_NUMBERS, DEMO_NUMBER):
             try:

@@ -85,6 +85,7 @@ def _check_merge(func, case, pad_id):
                  (lambda: sol.wrong_mask_ones, "填充位置的 mask 是 1"),
                  (lambda: sol.wrong_cache_not_padded, "cache 要和 ids、mask 一样")),
           targets=("course_lib.inference.merge_states",),
+          taught=("(ids, mask, cache",),        # the batch layout the question itself states
           question="在第 2 节“练习 2（写代码）：把新请求的批次并入正在解码的批次”的脚手架里写 `my_merge_batches(a, b, pad_id=0)`："
                    "每个批次是 `(ids, mask, cache)`：`ids`、`mask` 是 (B, T) 的整数数组，`cache` 是每层一个 "
                    "`(keys, values)`，形状都是 (B, heads, T, head_dim)；返回合并后的 `(ids, mask, cache)`，"
