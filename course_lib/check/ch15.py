@@ -24,10 +24,16 @@ def _hidden_chats() -> tuple:
     return HIDDEN_CHATS + (drawn,)
 
 
-def _peak_gib() -> float:
+def _plan():
+    """The plan section 3 computes, for InternLM-7B in bfloat16."""
     from ..internlm import internlm_7b
-    from ..memory import GiB, load_plan
-    return round(load_plan(internlm_7b(), "bfloat16", host_available=0).host_peak / GiB, 2)
+    from ..memory import load_plan
+    return load_plan(internlm_7b(), "bfloat16", host_available=0)
+
+
+def _peak_gib() -> float:
+    from ..memory import GiB
+    return round(_plan().host_peak / GiB, 2)
 
 
 @exercise("number", "以 bfloat16 流式加载 InternLM-7B：主机内存峰值是多少 GiB（两位小数）？",
@@ -37,10 +43,9 @@ def _peak_gib() -> float:
                    "主机内存峰值是多少 GiB（1 GiB = 2**30 字节）？保留两位小数（检查器接受 ±0.006）。"
                    "用第 3 节的公式手算（不调用 `memory.load_plan`：第 3 节的演示换一个参数就是答案）。")
 def peak_gib(answer) -> bool:
-    from ..internlm import internlm_7b
-    weights_only = internlm_7b().num_parameters() * 2 / 2**30
+    from ..memory import GiB
     hint = recognised(answer, [("这个数只是全部权重（bfloat16）：第 3 节的峰值里还有“正在搬运的那一个张量”，"
-                                "它在 InternLM-7B 里是哪一个、有多大？", weights_only)],
+                                "它在 InternLM-7B 里是哪一个、有多大？", _plan().weights / GiB)],
                       "回到第 3 节的峰值公式：全部权重按目标精度一共多少字节？“正在搬运的那一个张量”"
                       "在 InternLM-7B 里是哪一个、有多大？", abs_=0.006)
     return check_number(answer, _peak_gib(), name="ch15.peak_gib", abs_=0.006, hint=hint)
