@@ -222,7 +222,8 @@ def _engine_cache_mib() -> float:
                    "32 个注意力头、head_dim 128，没有 GQA；在昇腾上以 float16 计算，引擎用模型自己的层，cache 与模型同一精度）一次为 "
                    f"{EX2_BATCH} 条提示生成，最长的提示 {EX2_LONGEST} 个 token，`max_new_tokens={EX2_NEW}`。"
                    "解码引擎为 KV cache 预留的 `Parameter`（每层 K、V 各一个）一共占多少 MiB（1 MiB = 2**20 字节）？"
-                   "按第 3 节讲的做法推算：整段提示送进引擎之前先补到多宽、预留的槽位数怎样取整。答案精确到 1 MiB。"
+                   "按第 3 节讲的做法推算：整段提示送进引擎之前先补到多宽、预留的槽位数怎样取整"
+                   "（第 3 节说的“上限”是模型的 `max_seq_len`，InternLM-7B 是 2048）。答案精确到 1 MiB。"
                    "这两步按第 3 节的规则自己算，不要调用 `generation.prefill_width` 或 `generation.cache_bucket`："
                    "成绩册把用它们得到的答案记为“借用”。",
           targets=("course_lib.generation.prefill_width", "course_lib.generation.cache_bucket"))
