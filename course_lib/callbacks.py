@@ -128,8 +128,9 @@ def probe_lr(method: str = "constant", mode: str = "pynative", steps: int = 4,
     follow ``lr_i = base_lr / (i + 1)`` by ``method``; return the lr each step REALLY used
     (read off the weight change) or the error it raised, as ``"TypeError: ..."``.
 
-    ``isolated=True`` runs it in a fresh Python process: ``attr_tensor`` in PyNative makes
-    the compiled optimizer read freed memory — never do that in a process you care about.
+    ``isolated=True`` runs it in a fresh Python process: with ``attr_tensor`` in PyNative the
+    compiled optimizer does not use the value the callback set (chapter 04's hypothesis: it
+    reads the replaced, freed storage) — never do that in a process you care about.
     ``callbacks``: your own lr callbacks to measure (with ``method="constant"``: the
     optimizer starts at ``base_lr`` and only your callbacks change it).
     """

@@ -157,6 +157,15 @@ def test_early_stopping_uses_the_trainer_evaluate_by_default():
     assert [ax.get_title() for ax in fig.axes] == ["loss / val_loss", "val_perplexity"]
 
 
+def test_live_loss_plot_follows_model_train_too():
+    net, opt, model = _build()
+    plot = LiveLossPlot(metrics=("loss",), live=False)
+    model.train(2, _data(), callbacks=[plot], dataset_sink_mode=False)
+    steps, losses = plot.plot.data["loss"]
+    assert list(steps) == list(range(1, 11))            # 2 epochs x 5 batches
+    assert np.all(np.isfinite(losses)) and len(set(losses)) > 1
+
+
 def test_progress_bar_counts_the_steps_of_both_loops():
     net, opt, model = _build()
     bar = ProgressBar()

@@ -128,7 +128,7 @@ def _first_diff(got, want) -> int:
           question="在第 4 节“写代码：注意力偏置”的脚手架里写 `my_attention_bias(query_len, key_len, attention_mask=None, slopes=None)`："
                    "返回加在注意力打分上的 float32 数组，形状能广播到 (batch, heads, T, S)；"
                    "**未来的键**和**填充的键**加一个很大的负数，"
-                   "给了 `slopes` 时再加 ALiBi 项（有 KV cache 时 T < S；左填充时位置只数真实 token）。")
+                   "给了 `slopes` 时再加 ALiBi 项（有 KV cache 时 T < S；左填充的行里，真实 token 之间的距离与没有填充时相同）。")
 def attention_bias(func) -> bool:
     """The learner's bias gives the same attention weights as ``layers.attention_bias``
     (masked scores may be -1e4, -1e9 or -inf; a constant per row is allowed: softmax ignores it)."""
@@ -228,8 +228,8 @@ def _compare_weights(p_got, p_want, live, what, scores, want, t, s, mask, slopes
             if np.abs(flipped - p_got).max() < 1e-4:
                 bug = "ALiBi 的符号反了：远处的键得到的权重反而更大（第 4 节开头：越远扣得越多）。"
             elif mask is not None:
-                bug = ("有左填充的批次里 ALiBi 项不对：距离按什么数？（“写代码：注意力偏置”上面的第二个细节；"
-                       "也检查斜率与头的对应关系）")
+                bug = ("有左填充的批次里 ALiBi 项不对：填充是否改变了真实 token 之间的距离？"
+                       "（“写代码：注意力偏置”上面的第二个细节；也检查斜率与头的对应关系）")
             else:
                 bug = "ALiBi 项与参考不同：检查每个头用的斜率，以及键与查询之间的距离（第 4 节开头）。"
         raise Mismatch(f"{what}：batch {b} 头 {h} 查询 {i} 对键 {j} 的注意力权重是 {p_got[b, h, i, j]:.4f}，"

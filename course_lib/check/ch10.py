@@ -173,7 +173,7 @@ def _tp_layer_params(mp: int = 8) -> int:
 
 
 @exercise("number", "Baichuan-13B 张量并行 mp=8：每张卡上一个解码层有多少个参数", solution=_tp_layer_params,
-          question="Baichuan-13B 按第 7.1 节的 Megatron 切法做 mp=8 的张量并行：`strategies.tensor_parallel_plan` "
+          question="Baichuan-13B 按第 7.1 节课程的切法做 mp=8 的张量并行：`strategies.tensor_parallel_plan` "
                    "列出的 Dense 层，每个的权重都平均切成 8 份，每张卡存 1 份；计划里没有的参数每张卡各存一份完整的。"
                    "每张卡上**一个解码层**有多少个参数？（整数，要完全相等）")
 def ex2(answer) -> bool:
@@ -197,7 +197,7 @@ def _largest_micro_batch_16() -> int:
           solution=_largest_micro_batch_16,
           question="第 8 节最后一格：Baichuan-13B 在 32 GiB 的卡上只用数据并行 + ZeRO-3 + 重计算（micro-batch 1、"
                    "序列长 4096），`devices_needed` 给出的是 8 张卡。现在有 16 张这样的卡，其余不变：每张卡的 "
-                   "micro-batch 最大可以是几，训练状态和激活值仍放得下？（整数；按第 8 节计算器的假设算：`memory.Layout` 的 `micro_batch` 字段就是每卡的 micro-batch。"
+                   "micro-batch 最大可以是几，训练状态和激活值仍放得下？（整数；按第 8 节计算器的假设算，“放得下”就是计算器的 `fits`，不再另留余量：`memory.Layout` 的 `micro_batch` 字段就是每卡的 micro-batch。"
                    "这一题可以用计算器 `memory.plan` 逐个试 micro-batch，也可以手算：要想清楚的是卡数翻倍时哪一部分变小、"
                    "micro-batch 变大时哪一部分变大）")
 def ex3(answer) -> bool:
