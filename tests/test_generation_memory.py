@@ -49,17 +49,17 @@ SCRIPT = textwrap.dedent("""
     if sys.argv[1] == "graph":
         engine.engine_mode = lambda model: "graph"
     asked = "auto" if sys.argv[1] == "default" else "layers"
-    prompts = [list(range(5, 21))] * 4
-    generation.generate(build(1)[1], prompts, 48, engine=asked)   # the fixed memory
+    prompts, new = [list(range(5, 21))] * 4, 16      # 16 + 16 tokens: one 64-slot cache bucket
+    generation.generate(build(1)[1], prompts, new, engine=asked)   # the fixed memory
     reset()
     base = status("VmRSS:")
     config, model = build(4)
     weights = sum(p.nbytes for p in model.get_parameters())
     reset()
-    generation.generate(model, prompts, 48, engine=asked)
+    generation.generate(model, prompts, new, engine=asked)
     kind = generation.engine_kind(model, asked)
     copy = folded.copy_bytes(model) if kind == "folded" else 0
-    cache = memory.kv_cache_bytes(config, 4, generation.cache_bucket(64, 512),
+    cache = memory.kv_cache_bytes(config, 4, generation.cache_bucket(16 + new, 512),
                                   "fp32" if kind == "folded" else "fp16")
     print(json.dumps({"weights": weights, "cache": cache, "copy": copy, "engine": kind,
                       "ratio": (status("VmHWM:") - base) / (weights + copy + cache)}))
