@@ -7,12 +7,19 @@ in a compiled graph, per call, at 1 and 8 rows, by how the weight is stored.
 Rows: the float32 matmul (weight stored (out, in) with ``transpose_b``, and (in, out)); the
 float16 weight cast to float32 inside the graph, then the float32 matmul (what computing in
 float32 from half-precision storage costs per call); the cast alone; the float16 matmul
-(activations cast to float16). bfloat16 is not timed: MindSpore 2.7's CPU has no bfloat16
-MatMul kernel (chapter 02 prints the error). Each row is one compiled Cell, called
-``--repeats`` times after a warm-up; the mean per call is printed with the load average.
+(activations cast to float16); and, where g++ and the CPU's F16C/FMA/AVX2 are there, the float16
+weight multiplied by a custom kernel that converts each weight in registers as it loads it
+(``half_matmul.cc`` through ``ops.Custom(func_type="aot")``, compiled into a temporary folder:
+no float32 copy of the weight exists; its result is checked against the float32 matmul).
+bfloat16 is not timed: MindSpore 2.7's CPU has no bfloat16 MatMul kernel (chapter 02 prints
+the error). Each row is one compiled Cell, called ``--repeats`` times after a warm-up; the
+mean per call is printed with the load average and the CPU's model and vector extensions.
 """
 import argparse
 import os
+import shutil
+import subprocess
+import tempfile
 import time
 
 import numpy as np
@@ -39,12 +46,40 @@ class Kernel(nn.Cell):
             return _mm_t(x, self.w.astype(ms.float32))
         if self.kind == "f16 -> f32 cast alone":
             return self.w.astype(ms.float32)
+        if self.kind == CUSTOM:
+            return self.custom(x, self.w)
         return _mm_t(x.astype(ms.float16), self.w)                 # f16 matmul
+
+
+CUSTOM = "f16 weight, custom F16C kernel"
+
+
+def cpu_line() -> str:
+    """The CPU's model name and which of the extensions that matter here it has."""
+    text = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    model = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), "?")
+    flags = next((l.split(":", 1)[1].split() for l in text.splitlines() if l.startswith("flags")), [])
+    wanted = ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_bf16")
+    return f"{model}; " + " ".join(f + ("+" if f in flags else "-") for f in wanted)
+
+
+def custom_kernel():
+    """``ops.Custom`` running half_matmul.cc, or None with the reason it cannot run here."""
+    if shutil.which("g++") is None or not all(f in cpu_line().split() for f in ("avx2+", "fma+", "f16c+")):
+        return None, "needs g++ and a CPU with AVX2, FMA and F16C"
+    folder = tempfile.mkdtemp(prefix="half_matmul_")
+    lib = os.path.join(folder, "half_matmul.so")
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "half_matmul.cc")
+    subprocess.run(["g++", "-O3", "-mavx2", "-mf16c", "-mfma", "-fopenmp", "-shared", "-fPIC",
+                    "-o", lib, source], check=True)
+    return ops.Custom(f"{lib}:HalfMatMul", out_shape=lambda x, w: (x[0], w[0]),
+                      out_dtype=lambda x, w: ms.float32, func_type="aot"), None
 
 
 CASES = [("f32 (out, in), transpose_b", (F, N), np.float32), ("f32 (in, out)", (N, F), np.float32),
          ("f16 -> f32 cast, then f32 matmul", (F, N), np.float16),
-         ("f16 -> f32 cast alone", (F, N), np.float16), ("f16 matmul", (F, N), np.float16)]
+         ("f16 -> f32 cast alone", (F, N), np.float16), ("f16 matmul", (F, N), np.float16),
+         (CUSTOM, (F, N), np.float16)]
 
 
 def main():
@@ -54,11 +89,21 @@ def main():
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
     rng = np.random.default_rng(0)
     print("load average %.2f %.2f %.2f" % os.getloadavg())
+    print("CPU:", cpu_line())
+    custom, why_not = custom_kernel()
     for rows in (1, 8):
         x = Tensor(rng.standard_normal((rows, N)).astype(np.float32))
         for kind, shape, dtype in CASES:
-            cell = Kernel(kind, rng.standard_normal(shape).astype(dtype))
-            cell(x).asnumpy()                                   # compile, warm up
+            if kind == CUSTOM and custom is None:
+                print(f"{rows} row(s)  {kind:34} not run: {why_not}")
+                continue
+            weight = rng.standard_normal(shape).astype(dtype)
+            cell = Kernel(kind, weight)
+            cell.custom = custom
+            got = cell(x).asnumpy()                             # compile, warm up
+            if kind == CUSTOM:
+                want = x.asnumpy() @ weight.astype(np.float32).T
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
             start = time.perf_counter()
             for _ in range(args.repeats):
                 out = cell(x)
