@@ -141,7 +141,7 @@ def _compare_placeholders(got, want, axes) -> None:
                  (lambda: sol.wrong_batch_axis, "dynamic_axes 是"),
                  (lambda: sol.wrong_length_axis_always, "dynamic_axes 是")),
           targets=("course_lib.solutions.ch14.dynamic_inputs",),
-          question="在第 2 节“为 `set_inputs` 生成占位符”的脚手架里写 `my_dynamic_inputs(examples, dynamic_axes)`："
+          question="在第 2.1 节“为 `set_inputs` 生成占位符”的脚手架里写 `my_dynamic_inputs(examples, dynamic_axes)`："
                    "`examples` 是一组样例输入（NumPy 数组），"
                    "`dynamic_axes` 是会变化的维度（例如 `(1,)` 表示长度会变）；"
                    "为每个输入返回一个占位 `Tensor(shape=..., dtype=...)`（按输入的顺序放在一个列表里），"
