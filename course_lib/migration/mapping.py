@@ -228,8 +228,8 @@ def check_embedding() -> MappingRow:
     good = _diff(emb(torch.tensor(ids)), cell(Tensor(ids.astype(np.int32))))
     return MappingRow(
         "Embedding", "nn.Embedding(V, h)  # weight (V, h), ids int64",
-        "nn.Embedding(V, h)  # embedding_table (V, h), ids int32",
-        "权重同形状 (V, h)，参数名 weight -> embedding_table；MindSpore 用 int32 的 id。",
+        "nn.Embedding(V, h)  # embedding_table (V, h), ids int32 or int64",
+        "权重同形状 (V, h)，参数名 weight -> embedding_table；id 可以是 int32 或 int64（本课程用 int32）。",
         good, 0.0)
 
 
