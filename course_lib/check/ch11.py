@@ -278,7 +278,7 @@ def ex2(answer) -> bool:
     """The notebook's tiny Llama with 2 KV heads (hidden 128, 2 layers, 4 heads): how many
     parameters does ``attention_bias=True`` add compared with ``attention_bias=False``?"""
     return check_number(answer, _bias_params(), name="ch11.ex2", integer=True, rel=0,
-                        hint="看第 2 节打印的模型结构：哪几个 Linear 带 bias，各自的 out_features 是多少？"
+                        hint="打印第 2 节建好的模型（`print(fresh)`）看它的结构：哪几个 Linear 带 bias，各自的 out_features 是多少？"
                              "num_key_value_heads 改变的是哪几个投影的宽度（第 06 章的 GQA）？")
 
 
