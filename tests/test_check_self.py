@@ -4,9 +4,10 @@ The checkers run in subprocesses, never in the pytest process: they import MindS
 chapter 11's imports mindnlp, which patches MindSpore process-wide. Chapter 11 gets a
 subprocess of its own; the other sixteen share one (``--self-test`` over all of them, as an
 instructor runs it: each subprocess costs ~3 s of imports), and each chapter's test reads
-its exercises' "ok" / "FAIL" lines from that run. A chapter passes when every code checker accepts its reference solution
-and rejects each of its wrong variants with that variant's hint, and every number checker
-accepts its answer and rejects None / "42" / NaN without raising.
+its exercises' "ok" / "FAIL" lines from that run. A chapter passes when every code checker
+accepts its reference solution and rejects each of its wrong variants with that variant's
+hint, and every number checker accepts its answer and rejects None / "42" / NaN without
+raising.
 """
 import os
 import subprocess
@@ -72,7 +73,7 @@ def test_chapter_self_test(chapter, listing, self_tests):
     assert not failed and len(passed) == len(names), (
         f"{chapter} self-test: failed {failed}, not run {sorted(set(names) - set(passed) - set(failed))}\n"
         + "\n".join(problems)[-4000:] + "\n" + proc.stderr[-2000:])
-    if chapter == "ch11" or proc.returncode == 0:
+    if chapter == "ch11":                    # its own run: it must also end cleanly
         assert proc.returncode == 0 and "exercises as expected" in proc.stdout, proc.stderr[-2000:]
 
 
