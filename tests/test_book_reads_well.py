@@ -129,9 +129,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("13_pytorch_migration.ipynb", "50%"): "the claim being examined, quoted in the table's first column",
     ("13_pytorch_migration.ipynb", "130 GB"): "the claim being examined, quoted in the table's first column",
     ("15_real_checkpoints.ipynb", "5120"): "Baichuan-13B's hidden size, quoted as the wrong rule the text refutes",
-    ("15_real_checkpoints.ipynb", "103027"): "<eoh>'s id in internlm-chat-7b's tokenizer.model as course_lib/"
-    "hf_tokenizer.py documents it; the real file is not on this machine to print it",
-    ("15_real_checkpoints.ipynb", "103028"): "<eoa>'s id, the same source and the same limit",
 }
 
 
