@@ -232,7 +232,7 @@ def decode_step(model, state: DecodeState, next_tokens, mode: str = "graph") -> 
 
 
 _ENGINES_PER_MODEL = 4          # compiled engines (and their cache buffers) kept per model
-ENGINES = ("auto", "layers", "folded")
+ENGINES = ("auto", "layers", "folded", "half")
 
 
 def engine_kind(model, engine: str = "auto") -> str:
@@ -249,6 +249,11 @@ def engine_kind(model, engine: str = "auto") -> str:
     reason = folded.supports(model)
     if engine == "folded" and reason:
         raise ValueError(f"engine='folded' cannot run this model: {reason}. Use engine='layers'.")
+    if engine == "half":
+        from . import half
+        why = half.supports(model)
+        if why:
+            raise ValueError(f"engine='half' cannot run this model: {why}.")
     if engine != "auto":
         return engine
     if reason or (engine_mode(model) == "graph" and cache_dtype(model) != ms.float32):
@@ -281,6 +286,9 @@ def decode_engine(model, batch: int, slots: int, engine: str = "auto") -> Decode
             weights = model.__dict__["_decode_weights"] = folded.DecodeWeights(model)
         weights.refresh()
         engine_ = engine_ or folded.FoldedEngine(model, batch, slots, weights)
+    if kind == "half":
+        from . import half
+        engine_ = engine_ or half.HalfEngine(model, batch, slots)
     engine_ = engine_ or DecodeEngine(model, batch, slots)
     engines[key] = engine_                               # most recently used last
     while len(engines) > _ENGINES_PER_MODEL:

@@ -27,8 +27,8 @@ SIZES = {
                  num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=False,
                  rope_theta=1e4, max_position_embeddings=131072, eos_token_id=151643),
 }
-RUNNERS = ("course", "course-f32", "course-layers", "torch-f32", "torch-bf16")
-FLOAT32 = ("course", "course-f32", "torch-f32")   # compute in float32 from the same values
+RUNNERS = ("course", "course-f32", "course-layers", "course-half", "torch-f32", "torch-bf16")
+FLOAT32 = ("course", "course-f32", "course-half", "torch-f32")   # compute in float32 from the same values
 
 
 def build(folder, size: str = "0.5b", **overrides) -> Path:
@@ -85,7 +85,7 @@ def _course_generate(runner: str, path: Path):
     from .generation import generate
     model = cl.from_pretrained(path, **({"dtype": "float32"} if runner == "course-f32" else {}),
                                verbose=False)
-    engine = "layers" if runner == "course-layers" else "auto"
+    engine = {"course-layers": "layers", "course-half": "half"}.get(runner, "auto")
     return lambda prompts, new: [list(map(int, row)) for row in generate(model, prompts, new, engine=engine)]
 
 

@@ -168,3 +168,29 @@ def test_a_planted_cache_write_break_is_caught(engine, monkeypatch):
     model.__dict__.pop("_decode_engines", None)
     got = engine_logits(model, PROMPTS[:1], new, engine)
     assert np.abs(got - want).max() > 1e-3
+
+
+@pytest.mark.parametrize("layout", ["rope-gqa-qkv_bias-tied", "rope-gqa-grouped_wqkv-dynamic",
+                                    "alibi-mha-w_pack", "rope-mha-separate-bias",
+                                    "rope-mqa-llama3_scaling", "rope-gqa-qk_norm-head_dim"])
+def test_half_engine_computes_a_float16_model_from_its_own_weights(layout):
+    """engine="half": the float32 forward of the float16 weights, multiplied from the
+    model's own float16 Parameters (no weight copied); the cache float32."""
+    from course_lib import half
+    model = build(layout, dtype=ms.float16)
+    if model.config.qk_norm:
+        with pytest.raises(ValueError, match="QK-norm"):
+            generation.engine_kind(model, "half")
+        return
+    if half.kernel()[0] is None:
+        pytest.skip(half.kernel()[1])
+    reference = rounded_through(build(layout), ms.float16)
+    want = recompute_rows(reference, PROMPTS, 4)
+    got = engine_logits(model, PROMPTS, 4, "half")
+    assert np.abs(got - want).max() < 1e-4, (layout, np.abs(got - want).max())
+    engine = generation.decode_engine(model, len(PROMPTS), 64, "half")
+    assert engine.mode == "graph" and all(b.dtype == ms.float32 for b in engine.keys)
+    own = {id(p) for p in model.get_parameters()}
+    assert all(id(p) in own or p.name.startswith("cache_") for p in engine.get_parameters())
+    one_by_one = [generation.generate(reference, [p], 6, use_cache=False)[0] for p in PROMPTS]
+    assert generation.generate(model, PROMPTS, 6, engine="half") == one_by_one

@@ -1,0 +1,161 @@
+"""The half-precision decode engine (work in progress, opt-in: ``generate(engine="half")``):
+a float16 model decoded in float32 arithmetic from its OWN float16 parameters, with no
+float32 copy of any weight.
+
+MindSpore 2.7's CPU has no fast way to multiply float16 weights (its float16 MatMul and its
+float16 -> float32 cast both cost ~5x a float32 MatMul: benchmarks/RESULTS.md, "Real size"),
+which is why the folded engine keeps a float32 copy. This engine multiplies through a kernel
+of its own (``half_matmul.cc``, run by ``ops.Custom(func_type="aot")``): each float16 weight
+is converted in registers as it is loaded, and the products are float32. It is compiled with
+g++ into the course cache on first use, on x86-64 CPUs with AVX2, FMA and F16C.
+
+Everything else is computed on float32 activations: the RMSNorms (gain cast in the graph),
+q/k/v from the model's own projections put in the folded engine's chunk order and rotated
+by the same one ``BatchMatMul`` (``FoldedEngine.heads``' second half), attention, the MLP
+and the (tied or untied) head. Equal to the float32 forward of the same float16 weights:
+tests/test_engines.py.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import mindspore as ms
+from mindspore import ops
+
+from .folded import FoldedEngine, _qkv_parts
+from .runtime import cache_dir
+
+_SOURCE = Path(__file__).with_name("half_matmul.cc")
+_KERNEL: dict = {}
+
+
+def _cpu_flags() -> set:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return set(next((l.split(":", 1)[1].split() for l in text.splitlines()
+                     if l.startswith("flags")), []))
+
+
+def kernel():
+    """``(op, None)``: the compiled kernel as an ``ops.Custom``; or ``(None, reason)``."""
+    if "op" in _KERNEL or "why" in _KERNEL:
+        return _KERNEL.get("op"), _KERNEL.get("why")
+    missing = {"avx2", "fma", "f16c"} - _cpu_flags()
+    if ms.get_context("device_target") != "CPU" or missing:
+        _KERNEL["why"] = f"needs a CPU with AVX2, FMA and F16C (missing: {sorted(missing)})"
+    elif shutil.which("g++") is None:
+        _KERNEL["why"] = "needs g++ to compile its kernel (course_lib/half_matmul.cc)"
+    else:
+        digest = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
+        lib = cache_dir("kernels") / f"half_matmul-{digest}.so"
+        if not lib.exists():
+            with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
+                out = Path(tmp) / lib.name
+                subprocess.run(["g++", "-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared",
+                                "-fPIC", "-o", str(out), str(_SOURCE)], check=True,
+                               capture_output=True)
+                os.replace(out, lib)                               # atomic: never half a file
+        _KERNEL["op"] = ops.Custom(f"{lib}:HalfMatMul", out_shape=lambda x, w: [x[0], w[0]],
+                                   out_dtype=lambda x, w: ms.float32, func_type="aot")
+    return _KERNEL.get("op"), _KERNEL.get("why")
+
+
+def supports(model) -> str | None:
+    """None if the half engine can run ``model``, else the reason it cannot."""
+    c = model.config
+    if model.model.embed_tokens.weight.dtype != ms.float16:
+        return "it runs float16 models only"
+    if c.qk_norm or c.norm_head:
+        return "QK-norm and Baichuan2's NormHead are not implemented in it"
+    if any(hasattr(cell, "lora_A") for _, cell in model.cells_and_names()):
+        return "unmerged LoRA adapters are not implemented in it (merge them first)"
+    return kernel()[1]
+
+
+class HalfEngine(FoldedEngine):
+    """``FoldedEngine``'s inputs, outputs, cache and rotation; the products from the model's
+    own float16 parameters through ``kernel()``."""
+
+    def __init__(self, lm, batch: int, slots: int):
+        super().__init__(lm, batch, slots, weights=None)
+        self.mm, _ = kernel()
+        self.eps = lm.config.rms_norm_eps
+
+    def _linear(self, x, dense):
+        y = self.mm(x, dense.weight)
+        return y + dense.bias.astype(ms.float32) if dense.has_bias else y
+
+    def _norm(self, h, norm):
+        h = h * ops.rsqrt((h * h).mean(-1, keep_dims=True) + self.eps)
+        return h * norm.weight.astype(ms.float32)
+
+    def _qkv(self, attn, u, rows: int):
+        """(rows, G+2, H_kv, d): the G query chunks (scaled by 1/sqrt(d)), k and v."""
+        g, hk, d = self.groups, self.heads_kv, self.d
+        if attn.grouped_qkv:               # InternLM2: per kv group [G q heads | k | v]
+            p = self._linear(u, attn.wqkv).reshape(rows, hk, g + 2, d).transpose(0, 2, 1, 3)
+            q, k, v = ops.split(p, [g, 1, 1], 1)                          # q in chunk order
+        else:
+            if attn.fused_qkv:
+                q, k, v = ops.split(self._linear(u, attn.W_pack), attn.sizes, -1)
+            else:
+                q, k, v = (self._linear(u, x) for x in _qkv_parts(attn))
+            q = q.reshape(rows, hk, g, d).transpose(0, 2, 1, 3)          # chunk g: head kv·G + g
+            k, v = k.reshape(rows, 1, hk, d), v.reshape(rows, 1, hk, d)
+        return ops.concat((q * attn.scale, k, v), 1)
+
+    def heads(self, i: int, u, rotation, batch: int, length: int):
+        g, hk, d = self.groups, self.heads_kv, self.d
+        p = self._qkv(self.lm.model.layers[i].self_attn, u, batch * length)
+        if rotation is not None:
+            p = ops.BatchMatMul()(p, rotation.reshape(batch * length, g + 2, d, d))
+        *qs, k, v = ops.split(p, 1, 1)
+        if length == 1:
+            q = qs[0] if g == 1 else ops.concat(qs, -1)
+            return (q.reshape(batch, hk, g, d), k.reshape(batch, hk, 1, d),
+                    v.reshape(batch, hk, 1, d))
+        q = ops.stack(qs, 0).reshape(g, batch, length, hk, d).transpose(1, 3, 0, 2, 4)
+        return (q.reshape(batch, hk, g * length, d),
+                *(t.reshape(batch, length, hk, d).transpose(0, 2, 1, 3) for t in (k, v)))
+
+    def attend(self, i: int, q, keys, values, bias, batch: int, length: int):
+        g, hk = self.groups, self.heads_kv
+        bmm, bmm_t = ops.BatchMatMul(), ops.BatchMatMul(transpose_b=True)
+        if g > 1:
+            b, h = bias.shape[0], bias.shape[1]
+            bias = bias.reshape(b, 1, 1, length, -1) if h == 1 else bias.reshape(b, hk, g, length, -1)
+            scores = bmm_t(q, keys).reshape(batch, hk, g, length, -1) + bias
+            probs = ops.softmax(scores, -1).reshape(batch, hk, g * length, -1)
+        else:
+            probs = ops.softmax(bmm_t(q, keys) + bias, -1)
+        out = bmm(probs, values).reshape(batch, self.heads_q, length, self.d)
+        if length > 1:
+            out = out.transpose(0, 2, 1, 3)
+        attn = self.lm.model.layers[i].self_attn
+        return self._linear(out.reshape(batch * length, self.heads_q * self.d), attn.o_proj)
+
+    def construct(self, token, bias, rotation, where):
+        batch, length = token.shape
+        body = self.lm.model
+        h = ops.gather(body.embed_tokens.weight, token.reshape(-1), 0).astype(ms.float32)
+        for i, layer in enumerate(body.layers):
+            q, k, v = self.heads(i, self._norm(h, layer.input_layernorm), rotation, batch, length)
+            keys = self._write_cache(self.keys[i], where, k)
+            values = self._write_cache(self.values[i], where, v)
+            h = h + self.attend(i, q, keys, values, bias, batch, length)
+            u, mlp = self._norm(h, layer.post_attention_layernorm), layer.mlp
+            gate, up = self._linear(u, mlp.gate_proj), self._linear(u, mlp.up_proj)
+            h = h + self._linear(ops.silu(gate) * up, mlp.down_proj)
+        if length > 1:
+            h = h.reshape(batch, length, -1)[:, -1]
+        u = self._norm(h, body.norm)
+        logits = self.mm(u, body.embed_tokens.weight) if self.lm.tied else \
+            self._linear(u, self.lm.lm_head)
+        return ops.argmax(logits, -1).astype(ms.int32).reshape(-1, 1), logits
