@@ -58,7 +58,7 @@ def kernel():
         if not lib.exists():
             with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
                 out = Path(tmp) / lib.name
-                subprocess.run(["g++", "-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared",
+                subprocess.run(["g++", "-O3", "-mavx2", "-mfma", "-mf16c", "-pthread", "-shared",
                                 "-fPIC", "-o", str(out), str(_SOURCE)], check=True,
                                capture_output=True)
                 os.replace(out, lib)                               # atomic: never half a file
