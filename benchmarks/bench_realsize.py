@@ -3,7 +3,7 @@ transformers (float32 and bfloat16) on the same downloaded-style directory, each
 fresh process, side by side.
 
     .venv/bin/python benchmarks/bench_realsize.py [--models 0.5b 1.5b] [--batch 1 8]
-        [--new 32] [--prompt 16] [--runners course torch-f32 torch-bf16]
+        [--new 32] [--prompt 16] [--runners course course-folded torch-f32 torch-bf16]
 
 The models are look-alikes with the real config.json sizes, random weights (seed 0), written
 by transformers' ``save_pretrained`` in bfloat16 (what the real repos ship) into
@@ -15,9 +15,12 @@ by transformers' ``save_pretrained`` in bfloat16 (what the real repos ship) into
   12 / 2 heads, FFN 8960, vocab 151936, NOT tied, rope_theta 1e4, 131072 positions), 3.5 GB.
 
 Runners: ``course`` is what a learner types, ``cl.from_pretrained(dir)`` (float16 parameters,
-its default) then ``generate(model, prompts, new)``; ``course-f32`` loads with
-``dtype="float32"``; ``course-layers`` is ``course`` with ``engine="layers"`` (the model's own
-layers in float16, operator by operator on a CPU, no float32 copy); ``torch-f32`` / ``torch-bf16`` are
+its default) then ``generate(model, prompts, new)`` (on a CPU with AVX2/FMA/F16C and g++ its
+engine is "half": float32 arithmetic from the float16 parameters); ``course-folded`` is
+``course`` with ``engine="folded"`` (a float32 copy of the weights, the default before);
+``course-f32`` loads with ``dtype="float32"``; ``course-layers`` is ``course`` with
+``engine="layers"`` (the model's own layers in float16, operator by operator on a CPU, no
+float32 copy); ``torch-f32`` / ``torch-bf16`` are
 ``AutoModelForCausalLM.from_pretrained(dir, dtype=...)`` + greedy ``generate`` (KV cache).
 Per process: load time; the first ``generate`` (for the course this folds and compiles);
 then the best of two warm calls of one new token (time to first token) and of ``new``
@@ -44,13 +47,13 @@ def in_fresh_process(runner, path, batch, prompt, new) -> dict:
 
 
 def report(name: str, rows: list[dict]) -> None:
-    print(f"\n{name}: runner       batch  load s  first call s  TTFT s  tokens/s  peak GB  end GB  "
-          "same tokens as torch-f32")
+    print(f"\n{name}: runner        engine  batch  load s  first call s  TTFT s  tokens/s  peak GB  "
+          "end GB  same tokens as torch-f32")
     ref_of = lambda r: next(x for x in rows                                  # noqa: E731
                             if x["runner"] == "torch-f32" and x["batch"] == r["batch"])
     for r in rows:
         same, total = realsize.same_tokens(r, ref_of(r))
-        print(f"{'':6}{r['runner']:14} {r['batch']:5} {r['load_s']:7.1f} {r['first_call_s']:13.1f} "
+        print(f"{'':6}{r['runner']:14} {r.get('engine') or '-':7} {r['batch']:5} {r['load_s']:7.1f} {r['first_call_s']:13.1f} "
               f"{r['ttft_s']:7.2f} {r['tokens_per_s']:9.2f} {r['peak_gb']:8.2f} {r['end_gb']:7.2f}  "
               f"{same}/{total}")
     for r in rows:

@@ -11,8 +11,8 @@ products only):
 * ``f32``: what the folded engine multiplies per layer: q/k/v in one (in, out) float32
   matrix, o, gate/up in one, down; then the (in, out) head. ``MatMul``, one compiled graph;
 * ``half``: the model's own float16 matrices (out, in): q, k, v, o, gate, up, down, and the
-  tied head (the embeddings, V x n), each through ``ops.Custom`` running half_matmul.cc
-  (compiled with g++ into a temporary folder).
+  tied head (the embeddings, V x n), each through ``ops.Custom`` running course_lib/half_matmul.cc
+  (``half.kernel``).
 
 Printed per model, rows and variant: ms per step (best of 3 rounds of 10 steps after a
 warm-up), the weights' bytes, and peak host RSS (VmHWM) of the process from the moment the

@@ -9,7 +9,7 @@ float16 weight cast to float32 inside the graph, then the float32 matmul (what c
 float32 from half-precision storage costs per call); the cast alone; the float16 matmul
 (activations cast to float16); and, where g++ and the CPU's F16C/FMA/AVX2 are there, the float16
 weight multiplied by a custom kernel that converts each weight in registers as it loads it
-(``half_matmul.cc`` through ``ops.Custom(func_type="aot")``, compiled into a temporary folder:
+(course_lib/half_matmul.cc through ``ops.Custom(func_type="aot")``, ``half.kernel``:
 no float32 copy of the weight exists; its result is checked against the float32 matmul).
 bfloat16 is not timed: MindSpore 2.7's CPU has no bfloat16 MatMul kernel (chapter 02 prints
 the error). Each row is one compiled Cell, called ``--repeats`` times after a warm-up; the
@@ -17,9 +17,6 @@ mean per call is printed with the load average and the CPU's model and vector ex
 """
 import argparse
 import os
-import shutil
-import subprocess
-import tempfile
 import time
 
 import numpy as np
@@ -64,16 +61,10 @@ def cpu_line() -> str:
 
 
 def custom_kernel():
-    """``ops.Custom`` running half_matmul.cc, or None with the reason it cannot run here."""
-    if shutil.which("g++") is None or not all(f in cpu_line().split() for f in ("avx2+", "fma+", "f16c+")):
-        return None, "needs g++ and a CPU with AVX2, FMA and F16C"
-    folder = tempfile.mkdtemp(prefix="half_matmul_")
-    lib = os.path.join(folder, "half_matmul.so")
-    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "half_matmul.cc")
-    subprocess.run(["g++", "-O3", "-mavx2", "-mf16c", "-mfma", "-fopenmp", "-shared", "-fPIC",
-                    "-o", lib, source], check=True)
-    return ops.Custom(f"{lib}:HalfMatMul", out_shape=lambda x, w: (x[0], w[0]),
-                      out_dtype=lambda x, w: ms.float32, func_type="aot"), None
+    """``ops.Custom`` running course_lib/half_matmul.cc (``half.kernel``: compiled into the
+    course cache on first use), or None with the reason it cannot run here."""
+    from course_lib import half
+    return half.kernel()
 
 
 CASES = [("f32 (out, in), transpose_b", (F, N), np.float32), ("f32 (in, out)", (N, F), np.float32),

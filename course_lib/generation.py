@@ -41,7 +41,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor
 
-from . import folded
+from . import folded, half
 from .engine import DecodeEngine, cache_dtype, engine_mode
 from .layers import MASK_VALUE, KVCache, attention_bias, positions_from_mask
 from .memory import host_available_bytes
@@ -237,25 +237,32 @@ ENGINES = ("auto", "layers", "folded", "half")
 
 def engine_kind(model, engine: str = "auto") -> str:
     """Which engine decodes ``model``: "layers" (``DecodeEngine``: the model's own layers,
-    no copy of any weight) or "folded" (``folded.FoldedEngine``: about half the kernels per
-    token, computing in float32 from a float32 copy of the weights). "auto" takes the
-    folded engine wherever it can fold the model, except for a half-precision model on an
-    accelerator (its own kernels compute in that dtype) or when the copy
-    (``folded.copy_bytes``) would not fit in the host memory available now; on a CPU a
-    half-precision model otherwise runs operator by operator (``engine_mode``), 14-25x
-    slower at Qwen2.5-0.5B's size (benchmarks/RESULTS.md, "Real size")."""
+    no copy of any weight), "folded" (``folded.FoldedEngine``: about half the kernels per
+    token, computing in float32 from a float32 copy of the weights) or "half"
+    (``half.HalfEngine``: the folded engine's computation from the model's own float16
+    weights, no copy). "auto" takes, on a CPU:
+
+    * "half" for a float16 model the half engine can run (``half.supports``);
+    * "folded" for any other model it can fold, unless the copy (``folded.copy_bytes``)
+      would not fit in the host memory available now;
+    * "layers" otherwise (a half-precision model then runs operator by operator,
+      ``engine_mode``: 14-25x slower at Qwen2.5-0.5B's size, benchmarks/RESULTS.md,
+      "Real size").
+
+    On an accelerator a half-precision model takes "layers" (its own kernels compute in
+    that dtype)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     reason = folded.supports(model)
     if engine == "folded" and reason:
         raise ValueError(f"engine='folded' cannot run this model: {reason}. Use engine='layers'.")
-    if engine == "half":
-        from . import half
-        why = half.supports(model)
-        if why:
-            raise ValueError(f"engine='half' cannot run this model: {why}.")
+    if engine == "half" and half.supports(model):
+        raise ValueError(f"engine='half' cannot run this model: {half.supports(model)}.")
     if engine != "auto":
         return engine
+    if ms.get_context("device_target") == "CPU" and \
+            model.model.embed_tokens.weight.dtype == ms.float16 and not half.supports(model):
+        return "half"
     if reason or (engine_mode(model) == "graph" and cache_dtype(model) != ms.float32):
         return "layers"
     fits = "_decode_weights" in model.__dict__ or folded.copy_bytes(model) < host_available_bytes()
@@ -287,7 +294,6 @@ def decode_engine(model, batch: int, slots: int, engine: str = "auto") -> Decode
         weights.refresh()
         engine_ = engine_ or folded.FoldedEngine(model, batch, slots, weights)
     if kind == "half":
-        from . import half
         engine_ = engine_ or half.HalfEngine(model, batch, slots)
     engine_ = engine_ or DecodeEngine(model, batch, slots)
     engines[key] = engine_                               # most recently used last

@@ -27,8 +27,8 @@ SIZES = {
                  num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=False,
                  rope_theta=1e4, max_position_embeddings=131072, eos_token_id=151643),
 }
-RUNNERS = ("course", "course-f32", "course-layers", "course-half", "torch-f32", "torch-bf16")
-FLOAT32 = ("course", "course-f32", "course-half", "torch-f32")   # compute in float32 from the same values
+RUNNERS = ("course", "course-f32", "course-folded", "course-layers", "torch-f32", "torch-bf16")
+FLOAT32 = ("course", "course-f32", "course-folded", "torch-f32")   # compute in float32 from the same values
 
 
 def build(folder, size: str = "0.5b", **overrides) -> Path:
@@ -82,11 +82,15 @@ def _torch_generate(runner: str, path: Path):
 def _course_generate(runner: str, path: Path):
     # late: a transformers runner's process must not import MindSpore (module docstring)
     import course_lib as cl
-    from .generation import generate
+    from .generation import engine_kind, generate
     model = cl.from_pretrained(path, **({"dtype": "float32"} if runner == "course-f32" else {}),
                                verbose=False)
-    engine = {"course-layers": "layers", "course-half": "half"}.get(runner, "auto")
-    return lambda prompts, new: [list(map(int, row)) for row in generate(model, prompts, new, engine=engine)]
+    engine = {"course-layers": "layers", "course-folded": "folded"}.get(runner, "auto")
+
+    def generate_ids(prompts, new):
+        return [list(map(int, row)) for row in generate(model, prompts, new, engine=engine)]
+    generate_ids.engine = engine_kind(model, engine)              # which engine "auto" chose
+    return generate_ids
 
 
 def run(runner: str, path: str, batch: int = 1, prompt: int = 16, new: int = 32) -> dict:
@@ -94,7 +98,8 @@ def run(runner: str, path: str, batch: int = 1, prompt: int = 16, new: int = 32)
     ``cl.from_pretrained(dir)`` then ``generate``) and time greedy generation of ``new``
     tokens after ``batch`` random prompts of ``prompt`` ids: load; the first call (the
     course folds and compiles there); the best of two warm calls of 1 token (time to first
-    token) and of ``new`` tokens (tokens/s, prefill included); peak and final RSS."""
+    token) and of ``new`` tokens (tokens/s, prefill included); peak and final RSS; for the
+    course, the engine ``generate`` used (``generation.engine_kind``)."""
     if runner not in RUNNERS:
         raise ValueError(f"Unknown runner {runner!r}; choose one of {RUNNERS}.")
     prompts = np.random.default_rng(0).integers(100, 150000, (batch, prompt)).tolist()
@@ -113,6 +118,7 @@ def run(runner: str, path: str, batch: int = 1, prompt: int = 16, new: int = 32)
     peak, now = peak_and_current_gb()
     return dict(runner=runner, batch=batch, load_s=load_s, first_call_s=first_s, ttft_s=ttft_s,
                 tokens_per_s=batch * new / seconds, peak_gb=peak, end_gb=now, tokens=tokens,
+                engine=getattr(generate, "engine", None),
                 mindspore_imported="mindspore" in sys.modules)
 
 

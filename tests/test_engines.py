@@ -124,14 +124,13 @@ def rounded_through(model, dtype):
 @pytest.mark.parametrize("layout", ["rope-gqa-qkv_bias-tied", "rope-gqa-grouped_wqkv-dynamic",
                                     "alibi-norm_head", "rope-mha-separate-bias"])
 def test_folded_engine_computes_a_half_precision_model_in_float32(layout, dtype):
-    """On a CPU "auto" folds a float16/bfloat16 model into float32 (the layers' engine
-    would run it operator by operator): its logits are the float32 forward of the same
-    rounded weights, and its cache is float32."""
+    """The folded engine computes a float16/bfloat16 model in float32 (the layers' engine
+    would run it operator by operator on a CPU): its logits are the float32 forward of the
+    same rounded weights, and its cache is float32."""
     want = recompute_rows(rounded_through(build(layout), dtype), PROMPTS, 4)
     model = build(layout, dtype=dtype)
-    assert generation.engine_kind(model) == "folded"
-    got = engine_logits(model, PROMPTS, 4, "auto")
-    engine = generation.decode_engine(model, len(PROMPTS), 64)
+    got = engine_logits(model, PROMPTS, 4, "folded")
+    engine = generation.decode_engine(model, len(PROMPTS), 64, "folded")
     assert engine.mode == "graph" and all(b.dtype == ms.float32 for b in engine.keys)
     assert np.abs(got - want).max() < 1e-4, (layout, dtype, np.abs(got - want).max())
     folded_ = [p for p in engine.w.get_parameters()                   # the filled copies
@@ -145,7 +144,7 @@ def test_folded_engine_refuses_what_it_cannot_fold(monkeypatch):
     with pytest.raises(ValueError, match="QK-norm"):
         generation.engine_kind(build("rope-gqa-qk_norm-head_dim"), "folded")
     assert generation.engine_kind(build("rope-gqa-qk_norm-head_dim", dtype=ms.float16)) == "layers"
-    model = build("rope-gqa-qkv_bias-tied", dtype=ms.float16)
+    model = build("rope-gqa-qkv_bias-tied", dtype=ms.bfloat16)
     copy = __import__("course_lib.folded", fromlist=["copy_bytes"]).copy_bytes(model)
     monkeypatch.setattr(generation, "host_available_bytes", lambda: copy - 1)
     assert generation.engine_kind(model) == "layers"           # the copy would not fit
@@ -168,6 +167,41 @@ def test_a_planted_cache_write_break_is_caught(engine, monkeypatch):
     model.__dict__.pop("_decode_engines", None)
     got = engine_logits(model, PROMPTS[:1], new, engine)
     assert np.abs(got - want).max() > 1e-3
+
+
+def test_auto_gives_a_float16_model_the_half_engine_where_it_runs(monkeypatch):
+    """On a CPU "auto" decodes a float16 model from its own weights ("half": no float32
+    copy), a bfloat16 one with the folded engine, and a float16 one with the folded engine
+    where the half engine cannot run (here: its kernel refused)."""
+    from course_lib import half
+    if half.kernel()[0] is None:
+        pytest.skip(half.kernel()[1])
+    model = build("rope-gqa-qkv_bias-tied", dtype=ms.float16)
+    assert generation.engine_kind(model) == "half"
+    assert generation.engine_kind(build("rope-gqa-qkv_bias-tied", dtype=ms.bfloat16)) == "folded"
+    assert generation.engine_kind(build("rope-gqa-qk_norm-head_dim", dtype=ms.float16)) == "layers"
+    monkeypatch.setattr(half, "kernel", lambda: (None, "no kernel on this machine"))
+    assert generation.engine_kind(model) == "folded"
+    with pytest.raises(ValueError, match="no kernel on this machine"):
+        generation.engine_kind(model, "half")
+
+
+def test_half_kernel_multiplies_every_shape():
+    """half_matmul.cc against NumPy in float64 on the same float16 weights: row counts that
+    use the 4-row tiles, the single-row tail and both, weight-row counts that leave a partial
+    tile, and inner sizes that leave a tail after the 8-wide vectors."""
+    from course_lib import half
+    mm, why = half.kernel()
+    if mm is None:
+        pytest.skip(why)
+    rng = np.random.default_rng(0)
+    for rows, inner, out in [(1, 896, 64), (3, 37, 11), (4, 64, 9), (9, 13, 17), (130, 40, 25)]:
+        x = rng.standard_normal((rows, inner)).astype(np.float32)
+        w = rng.standard_normal((out, inner)).astype(np.float16)
+        want = x.astype(np.float64) @ w.astype(np.float64).T
+        got = mm(Tensor(x), Tensor(w)).asnumpy()
+        assert got.shape == want.shape and np.abs(got - want).max() < 1e-4 * np.sqrt(inner), \
+            (rows, inner, out, np.abs(got - want).max())
 
 
 @pytest.mark.parametrize("layout", ["rope-gqa-qkv_bias-tied", "rope-gqa-grouped_wqkv-dynamic",
