@@ -258,16 +258,21 @@ class FoldedEngine(DecodeEngine):
         eye = np.broadcast_to(np.eye(self.d, dtype=np.float32), r.shape)
         return bias, np.concatenate([r] * (self.groups + 1) + [eye], 3)
 
+    def qkv(self, i: int, u, rows: int):
+        """(rows, G+2, H_kv, d): layer i's projection of the unit-norm inputs in its G + 2
+        chunks of H_kv heads (``_qkv_rows``), bias added."""
+        p = _mm(u, self.w.qkv[i])
+        if self.config.qkv_bias:
+            p = p + self.w.qkv_bias[i]
+        return p.reshape(rows, self.groups + 2, self.heads_kv, self.d)
+
     def heads(self, i: int, u, rotation, batch: int, length: int):
         """Unit-norm inputs (B·T, n+1) -> q (B, H_kv, G·T, d) (a group's query heads stacked
         along the query axis, as ``attend`` takes them), k, v (B, H_kv, T, d). The
         projection's G + 2 chunks of H_kv heads (``_qkv_rows``) are rotated by ONE batched
         matmul and separated by ONE ``Split``: no strided slices."""
         g, hk, d = self.groups, self.heads_kv, self.d
-        p = _mm(u, self.w.qkv[i])
-        if self.config.qkv_bias:
-            p = p + self.w.qkv_bias[i]
-        p = p.reshape(batch * length, g + 2, hk, d)
+        p = self.qkv(i, u, batch * length)
         if rotation is not None:                # (B·T, G+2, H_kv, d) @ (B·T, G+2, d, d)
             p = _bmm(p, rotation.reshape(batch * length, g + 2, d, d))
         *qs, k, v = ops.split(p, 1, 1)
@@ -292,7 +297,11 @@ class FoldedEngine(DecodeEngine):
         out = _bmm(probs, values).reshape(batch, self.heads_q, length, self.d)
         if length > 1:
             out = out.transpose(0, 2, 1, 3)
-        out = _mm(out.reshape(batch * length, self.heads_q * self.d), self.w.o[i])
+        return self.project_out(i, out.reshape(batch * length, self.heads_q * self.d))
+
+    def project_out(self, i: int, out):
+        """Layer i's output projection of the merged heads (B·T, H·d)."""
+        out = _mm(out, self.w.o[i])
         return out + self.w.o_bias[i] if self.config.o_bias else out
 
     def construct(self, token, bias, rotation, where):

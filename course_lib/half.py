@@ -1,6 +1,6 @@
-"""The half-precision decode engine (work in progress, opt-in: ``generate(engine="half")``):
-a float16 model decoded in float32 arithmetic from its OWN float16 parameters, with no
-float32 copy of any weight.
+"""The half-precision decode engine (``engine="half"``; what ``"auto"`` takes for a float16
+model on a CPU where its kernel builds: ``generation.engine_kind``): a float16 model decoded
+in float32 arithmetic from its OWN float16 parameters, with no float32 copy of any weight.
 
 MindSpore 2.7's CPU has no fast way to multiply float16 weights (its float16 MatMul and its
 float16 -> float32 cast both cost ~5x a float32 MatMul: benchmarks/RESULTS.md, "Real size"),
@@ -10,8 +10,8 @@ is converted in registers as it is loaded, and the products are float32. It is c
 g++ into the course cache on first use, on x86-64 CPUs with AVX2, FMA and F16C.
 
 Everything else is computed on float32 activations: the RMSNorms (gain cast in the graph),
-q/k/v from the model's own projections put in the folded engine's chunk order and rotated
-by the same one ``BatchMatMul`` (``FoldedEngine.heads``' second half), attention, the MLP
+q/k/v from the model's own projections put in the folded engine's chunk order (``qkv``),
+then FoldedEngine's own ``heads`` (one rotating ``BatchMatMul``) and ``attend``, the MLP
 and the (tied or untied) head. Equal to the float32 forward of the same float16 weights:
 tests/test_engines.py.
 """
@@ -96,8 +96,10 @@ class HalfEngine(FoldedEngine):
         h = h * ops.rsqrt((h * h).mean(-1, keep_dims=True) + self.eps)
         return h * norm.weight.astype(ms.float32)
 
-    def _qkv(self, attn, u, rows: int):
-        """(rows, G+2, H_kv, d): the G query chunks (scaled by 1/sqrt(d)), k and v."""
+    def qkv(self, i: int, u, rows: int):
+        """(rows, G+2, H_kv, d): the G query chunks (scaled by 1/sqrt(d)), k and v, from the
+        model's own projections of the normed inputs, in the folded engine's chunk order."""
+        attn = self.lm.model.layers[i].self_attn
         g, hk, d = self.groups, self.heads_kv, self.d
         if attn.grouped_qkv:               # InternLM2: per kv group [G q heads | k | v]
             p = self._linear(u, attn.wqkv).reshape(rows, hk, g + 2, d).transpose(0, 2, 1, 3)
@@ -111,35 +113,8 @@ class HalfEngine(FoldedEngine):
             k, v = k.reshape(rows, 1, hk, d), v.reshape(rows, 1, hk, d)
         return ops.concat((q * attn.scale, k, v), 1)
 
-    def heads(self, i: int, u, rotation, batch: int, length: int):
-        g, hk, d = self.groups, self.heads_kv, self.d
-        p = self._qkv(self.lm.model.layers[i].self_attn, u, batch * length)
-        if rotation is not None:
-            p = ops.BatchMatMul()(p, rotation.reshape(batch * length, g + 2, d, d))
-        *qs, k, v = ops.split(p, 1, 1)
-        if length == 1:
-            q = qs[0] if g == 1 else ops.concat(qs, -1)
-            return (q.reshape(batch, hk, g, d), k.reshape(batch, hk, 1, d),
-                    v.reshape(batch, hk, 1, d))
-        q = ops.stack(qs, 0).reshape(g, batch, length, hk, d).transpose(1, 3, 0, 2, 4)
-        return (q.reshape(batch, hk, g * length, d),
-                *(t.reshape(batch, length, hk, d).transpose(0, 2, 1, 3) for t in (k, v)))
-
-    def attend(self, i: int, q, keys, values, bias, batch: int, length: int):
-        g, hk = self.groups, self.heads_kv
-        bmm, bmm_t = ops.BatchMatMul(), ops.BatchMatMul(transpose_b=True)
-        if g > 1:
-            b, h = bias.shape[0], bias.shape[1]
-            bias = bias.reshape(b, 1, 1, length, -1) if h == 1 else bias.reshape(b, hk, g, length, -1)
-            scores = bmm_t(q, keys).reshape(batch, hk, g, length, -1) + bias
-            probs = ops.softmax(scores, -1).reshape(batch, hk, g * length, -1)
-        else:
-            probs = ops.softmax(bmm_t(q, keys) + bias, -1)
-        out = bmm(probs, values).reshape(batch, self.heads_q, length, self.d)
-        if length > 1:
-            out = out.transpose(0, 2, 1, 3)
-        attn = self.lm.model.layers[i].self_attn
-        return self._linear(out.reshape(batch * length, self.heads_q * self.d), attn.o_proj)
+    def project_out(self, i: int, out):
+        return self._linear(out, self.lm.model.layers[i].self_attn.o_proj)
 
     def construct(self, token, bias, rotation, where):
         batch, length = token.shape
