@@ -23,13 +23,13 @@ def _kv_bytes() -> int:
 @exercise("number", "Qwen2.5-0.5B 以 bfloat16 生成时，每个 token 的 KV cache 占多少字节？",
           solution=_kv_bytes,
           question="Qwen2.5-0.5B（24 层，14 个 query 头、2 个 kv 头，head_dim 64）以 bfloat16 生成时，"
-                   "每多一个 token，KV cache 增加多少字节（一个整数）？按第 07 章 KV cache 的公式手算，"
+                   "每多一个 token，KV cache 增加多少字节（一个整数）？按第 06 章第 7 节 KV cache 的公式手算，"
                    "不要调用 `memory.kv_cache_bytes`：成绩册把用它得到的答案记为“借用”。",
           targets=("course_lib.memory.kv_cache_bytes",))
 def kv_bytes_per_token(answer) -> bool:
     return check_number(answer, _kv_bytes(), name="ch16.kv_bytes_per_token", abs_=0.5,
-                        hint="回到 KV cache 缓存的是什么（第 07 章）：每一层、每个 token 存哪些向量？"
-                             "GQA 的模型按哪一种头存（第 1 节打印的 q_heads、kv_heads）？bfloat16 每个数几个字节？")
+                        hint="回到 KV cache 缓存的是什么（第 06 章第 7 节）：每一层、每个 token 存哪些向量？"
+                             "GQA 的模型按哪一种头存（题目里给了两种头的个数）？bfloat16 每个数几个字节？")
 
 
 def _reference():
