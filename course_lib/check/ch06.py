@@ -26,8 +26,8 @@ def _solutions():
                    "不减均值、没有偏置，只有一个形状 (hidden_size,)、初始为 1 的权重，"
                    "参数名必须是 `weight`（它就是 Hugging Face 检查点里的 `input_layernorm.weight`）；"
                    "`construct` 对最后一维归一化。输入也可能是 float16：在 float32 里归一化，输出转回输入的 dtype。"
-                   "检查器先把参考实现的随机权重复制给你的层（所以权重的初值不计分），在 batch 1 和 3 的 float32 输入"
-                   "（容差 1e-4）和 float16 输入（容差 2e-2）上比较参数名、输出和梯度。")
+                   "检查器先把参考实现的随机权重复制给你的层（所以权重的初值不计分），在 batch 1、2、3 的 float32 输入"
+                   "（容差 1e-4）和 batch 2 的 float16 输入（容差 2e-2）上比较参数名、输出和梯度。")
 def rms_norm(cls) -> bool:
     """``cls(hidden_size, eps)`` must compute what ``layers.RMSNorm`` computes."""
     def body():

@@ -163,7 +163,7 @@ def dynamic_inputs(func) -> bool:
         observe("长度 3、5、7 的三次调用的编译次数", n, 1)
         if n != 1:
             raise Mismatch(f"长度 3、5、7 的三次调用编译了 {n} 次，应只编译 1 次。")
-    return run_code_check("ch14.dynamic_inputs", "对照第 2 节练习的说明核对输入和返回值：examples 是一组 NumPy "
+    return run_code_check("ch14.dynamic_inputs", "对照第 2.1 节练习的说明核对输入和返回值：examples 是一组 NumPy "
                           "数组，返回每个输入一个占位 Tensor(shape=..., dtype=...) 的列表。", body)
 
 
