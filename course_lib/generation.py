@@ -391,8 +391,9 @@ def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0,
     """``prefill`` with the compiled engine, into a cache of ``slots`` fixed slots. The
     prompts are left-padded to ``width`` columns (default: the longest prompt; a pad's key
     is masked for everyone). From ``PREFILL_MIN`` columns on they go through the engine in
-    ONE call (a graph compiled per width), shorter ones one column per call (the decode
-    step's graph). The engine and its cache are shared by every state of the same batch
+    ONE call (a graph compiled per width; the half engine: in chunks of columns of at most
+    ``engine.prefill_rows`` rows, a power of two columns each), shorter ones one column per
+    call (the decode step's graph). The engine and its cache are shared by every state of the same batch
     size and slots: continue one at a time."""
     ids, mask = left_pad(prompts_ids, pad_id)
     if width is not None and width > ids.shape[1]:
@@ -402,8 +403,15 @@ def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0,
         raise ValueError(f"A prompt of {ids.shape[1]} tokens does not fit in {slots} slots.")
     engine = decode_engine(model, len(ids), slots, engine)
     inputs = StepInputs(model, mask, slots, engine=engine)
+    rows = getattr(engine, "prefill_rows", None)
     with execution_mode(engine.mode):
-        if ids.shape[1] >= PREFILL_MIN:  # fills slots 0..width-1, empties the rest
+        if ids.shape[1] >= PREFILL_MIN and rows is not None:       # in chunks of columns
+            engine.clear()
+            step = 1 << (max(1, rows // len(ids))).bit_length() - 1
+            for start in range(0, ids.shape[1], step):
+                stop = min(start + step, ids.shape[1])
+                _, logits = engine(Tensor(ids[:, start:stop]), *inputs.span(start, stop))
+        elif ids.shape[1] >= PREFILL_MIN:  # fills slots 0..width-1, empties the rest
             _, logits = engine(Tensor(ids), *inputs.span(0, ids.shape[1]))
         else:
             engine.clear()           # what an earlier generation left in the slots goes

@@ -79,6 +79,22 @@ def supports(model) -> str | None:
     return kernel()[1]
 
 
+PREFILL_FLOOR = 16      # rows a prefill call may always take
+
+
+def prefill_rows(lm) -> int:
+    """Rows (prompts x columns) one prefill call of ``HalfEngine`` takes at most. A compiled
+    call on a CPU kept the intermediates of every row of every layer until it ended (at
+    Qwen2.5-0.5B's size 0.45 GB more for 128 rows than for 16: benchmarks/RESULTS.md, "Real
+    size"), so a long prefill goes in chunks whose intermediates, estimated at
+    layers x (10 h + 6 f) float32 values a row, stay under a tenth of the weights' bytes
+    (at least ``PREFILL_FLOOR`` rows)."""
+    c = lm.config
+    per_row = c.num_layers * (10 * c.hidden_size + 6 * c.intermediate_size) * 4
+    weights = sum(p.nbytes for p in lm.get_parameters())
+    return max(PREFILL_FLOOR, weights // 10 // per_row)
+
+
 class HalfEngine(FoldedEngine):
     """``FoldedEngine``'s inputs, outputs, cache and rotation; the products from the model's
     own float16 parameters through ``kernel()``."""
@@ -87,6 +103,14 @@ class HalfEngine(FoldedEngine):
         super().__init__(lm, batch, slots, weights=None)
         self.mm, _ = kernel()
         self.eps = lm.config.rms_norm_eps
+        self.prefill_rows = prefill_rows(lm)
+
+    def _write_cache(self, buffer, where, new):
+        """Blocks of T > 1 tokens are chunks of a prefill into a cleared cache
+        (``generation.compiled_prefill``): scattered into their slots like single tokens."""
+        if new.shape[2] > 1:
+            return ops.scatter_nd_update(buffer, where, new)
+        return super()._write_cache(buffer, where, new)
 
     def _linear(self, x, dense):
         y = self.mm(x, dense.weight)
