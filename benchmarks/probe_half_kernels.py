@@ -53,9 +53,10 @@ CUSTOM = "f16 weight, custom F16C kernel"
 
 def cpu_line() -> str:
     """The CPU's model name and which of the extensions that matter here it has."""
+    from course_lib.half import cpu_flags
     text = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
     model = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), "?")
-    flags = next((l.split(":", 1)[1].split() for l in text.splitlines() if l.startswith("flags")), [])
+    flags = cpu_flags()
     wanted = ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_bf16")
     return f"{model}; " + " ".join(f + ("+" if f in flags else "-") for f in wanted)
 

@@ -256,12 +256,13 @@ def engine_kind(model, engine: str = "auto") -> str:
     reason = folded.supports(model)
     if engine == "folded" and reason:
         raise ValueError(f"engine='folded' cannot run this model: {reason}. Use engine='layers'.")
-    if engine == "half" and half.supports(model):
-        raise ValueError(f"engine='half' cannot run this model: {half.supports(model)}.")
+    why_not_half = half.supports(model) if engine in ("half", "auto") else None
+    if engine == "half" and why_not_half:
+        raise ValueError(f"engine='half' cannot run this model: {why_not_half}.")
     if engine != "auto":
         return engine
     if ms.get_context("device_target") == "CPU" and \
-            model.model.embed_tokens.weight.dtype == ms.float16 and not half.supports(model):
+            model.model.embed_tokens.weight.dtype == ms.float16 and not why_not_half:
         return "half"
     if reason or (engine_mode(model) == "graph" and cache_dtype(model) != ms.float32):
         return "layers"
@@ -393,8 +394,8 @@ def compiled_prefill(model, prompts_ids, slots: int, pad_id: int = 0,
     is masked for everyone). From ``PREFILL_MIN`` columns on they go through the engine in
     ONE call (a graph compiled per width; the half engine: in chunks of columns of at most
     ``engine.prefill_rows`` rows, a power of two columns each), shorter ones one column per
-    call (the decode step's graph). The engine and its cache are shared by every state of the same batch
-    size and slots: continue one at a time."""
+    call (the decode step's graph). The engine and its cache are shared by every state of
+    the same batch size and slots: continue one at a time."""
     ids, mask = left_pad(prompts_ids, pad_id)
     if width is not None and width > ids.shape[1]:
         grow = width - ids.shape[1]

@@ -28,13 +28,15 @@ import mindspore as ms
 from mindspore import ops
 
 from .folded import FoldedEngine, _qkv_parts
+from .lora import lora_layers
 from .runtime import cache_dir
 
 _SOURCE = Path(__file__).with_name("half_matmul.cc")
 _KERNEL: dict = {}
 
 
-def _cpu_flags() -> set:
+def cpu_flags() -> set:
+    """The extensions /proc/cpuinfo lists for this CPU (empty where there is no such file)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -47,7 +49,7 @@ def kernel():
     """``(op, None)``: the compiled kernel as an ``ops.Custom``; or ``(None, reason)``."""
     if "op" in _KERNEL or "why" in _KERNEL:
         return _KERNEL.get("op"), _KERNEL.get("why")
-    missing = {"avx2", "fma", "f16c"} - _cpu_flags()
+    missing = {"avx2", "fma", "f16c"} - cpu_flags()
     if ms.get_context("device_target") != "CPU" or missing:
         _KERNEL["why"] = f"needs a CPU with AVX2, FMA and F16C (missing: {sorted(missing)})"
     elif shutil.which("g++") is None:
@@ -74,7 +76,7 @@ def supports(model) -> str | None:
         return "it runs float16 models only"
     if c.qk_norm or c.norm_head:
         return "QK-norm and Baichuan2's NormHead are not implemented in it"
-    if any(hasattr(cell, "lora_A") for _, cell in model.cells_and_names()):
+    if lora_layers(model):
         return "unmerged LoRA adapters are not implemented in it (merge them first)"
     return kernel()[1]
 

@@ -180,6 +180,10 @@ def test_auto_gives_a_float16_model_the_half_engine_where_it_runs(monkeypatch):
     assert generation.engine_kind(model) == "half"
     assert generation.engine_kind(build("rope-gqa-qkv_bias-tied", dtype=ms.bfloat16)) == "folded"
     assert generation.engine_kind(build("rope-gqa-qk_norm-head_dim", dtype=ms.float16)) == "layers"
+    with_lora = build("rope-gqa-qkv_bias-tied", dtype=ms.float16, with_lora=True)
+    assert generation.engine_kind(with_lora) == "folded"
+    with pytest.raises(ValueError, match="unmerged LoRA"):
+        generation.engine_kind(with_lora, "half")
     monkeypatch.setattr(half, "kernel", lambda: (None, "no kernel on this machine"))
     assert generation.engine_kind(model) == "folded"
     with pytest.raises(ValueError, match="no kernel on this machine"):
