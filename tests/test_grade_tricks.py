@@ -248,3 +248,33 @@ def test_a_learner_may_import_inspect_to_read_a_signature(code, verdict):
     from course_lib.grade.audit import audit
     found = audit(code, "from mindspore import nn\n", ["ch13.ex1"], (), {"course_lib.check.ch13.ex1"})
     assert (found.verdict if found else None) == verdict, found
+
+
+@pytest.mark.parametrize("code, verdict", [
+    ("from transformers.models.bloom.modeling_bloom import build_alibi_tensor\n"
+     "def my_alibi_slopes(n):\n"
+     "    return build_alibi_tensor(torch.ones(1, 2), n, torch.float32)[:, 0, 1].tolist()\n"
+     "ch06.alibi_slopes(my_alibi_slopes)\n", "borrowed"),
+    ("import transformers\n"
+     "slopes = transformers.models.falcon.modeling_falcon.build_alibi_tensor\n"
+     "ch06.ex1([1, 2, 3, 4])\n", "borrowed"),
+    ("from transformers import BloomModel\n"
+     "f = BloomModel.build_alibi_tensor\n"
+     "ch06.alibi_slopes(f)\n", "borrowed"),
+    ("def my_alibi_slopes(n):\n"
+     "    return [2 ** (-8 * (h + 1) / n) for h in range(n)]\n"
+     "ch06.alibi_slopes(my_alibi_slopes)\n", None),
+])
+def test_slopes_taken_from_transformers_are_borrowed(code, verdict):
+    """ALiBi's slopes are one call away in transformers' BLOOM and Falcon: an answer that
+    takes them there is "borrowed", like one that calls the course's ``alibi_slopes``; a
+    learner's own (here the power-of-two rule alone) is not refused by the reader."""
+    from course_lib.check import all_exercises
+    from course_lib.grade.audit import audit
+    names = ["ch06.alibi_slopes", "ch06.ex1"]
+    targets = tuple(t for n in names for t in all_exercises()[n].targets)
+    found = audit(code, "import torch\nfrom course_lib.check import ch06\n", names, targets,
+                  {"course_lib.check.ch06.alibi_slopes", "course_lib.check.ch06.ex1"})
+    assert (found.verdict if found else None) == verdict, found
+    if verdict:
+        assert "transformers" in found.reason and "参考答案" not in found.reason, found.reason

@@ -78,12 +78,22 @@ def _diagnose_rms(got, want, x, weight, shape) -> None:
             bug="对照第 3 节的公式逐项检查（均方根、eps、weight）。")
 
 
+# Where else the slopes are one call away: transformers' BLOOM and Falcon build the ALiBi
+# tensor (slopes x positions) with the same rule (transformers 4.56.2,
+# models/bloom/modeling_bloom.py:56, models/falcon/modeling_falcon.py:139). MPT's
+# ``build_mpt_alibi_tensor`` uses another rule for other head counts, so it is not listed.
+ALIBI_ELSEWHERE = ("transformers.models.bloom.modeling_bloom.build_alibi_tensor",
+                   "transformers.models.bloom.modeling_bloom.BloomModel.build_alibi_tensor",
+                   "transformers.BloomModel.build_alibi_tensor",
+                   "transformers.models.falcon.modeling_falcon.build_alibi_tensor")
+
+
 @exercise("code", "写 alibi_slopes(num_heads)：ALiBi 各头的斜率（含非 2 的幂的插值规则）",
           solution=lambda: _solutions().alibi_slopes,
           wrong=((lambda: _solutions().wrong_alibi_naive, "不是 2 的幂"),
                  (lambda: _solutions().wrong_alibi_from_zero, "第一个斜率"),
                  (lambda: _solutions().wrong_alibi_even_powers, "隔一个取一个")),
-          targets=("course_lib.layers.alibi_slopes",),
+          targets=("course_lib.layers.alibi_slopes", *ALIBI_ELSEWHERE),
           question="在第 4 节“写代码：ALiBi 斜率”的脚手架里按第 4 节的规则写 `my_alibi_slopes(num_heads)`，"
                    "返回长度为 `num_heads` 的斜率列表（头数是 2 的幂和不是 2 的幂都要对）。")
 def alibi_slopes(func) -> bool:
@@ -352,7 +362,7 @@ def _bloom_slopes() -> list:
                    "`[m_0, m_63, m_64, m_111]`：先写成 $2^{-x}$ 再换成小数，每个保留 4 位有效数字"
                    "（相对误差 1e-3 以内算对）。算完可以用你的 `my_alibi_slopes(112)` 核对；"
                    "不要调用课程的 `alibi_slopes`，成绩册把用它得到的答案记为“借用”。",
-          targets=("course_lib.layers.alibi_slopes",))
+          targets=("course_lib.layers.alibi_slopes", *ALIBI_ELSEWHERE))
 def ex1(answer) -> bool:
     """Slopes of heads 0, 63, 64 and 111 of a 112-head ALiBi model (BLOOM-176B; 112 is not a
     power of two, and its closest power of two, 64, is used by no row the notebook prints)."""

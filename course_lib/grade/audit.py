@@ -139,8 +139,9 @@ class _Reader:
             tail = target.split(".")[-1]
             if path == target or path.startswith(target + ".") or \
                     (path.startswith("course_lib.") and path.split(".")[-1] == tail):
-                where = "课程库里" if path.startswith("course_lib.") else ""
-                return self.flag(node, "borrowed", f"用到了{where}现成的 {path}（检查器拿它当参考答案）：题目要你自己写它")
+                why = "课程库里现成的 {}（检查器拿它当参考答案）" if path.startswith("course_lib.") \
+                    else "现成的 {}（它算的正是题目要的东西）"
+                return self.flag(node, "borrowed", "用到了" + why.format(path) + "：题目要你自己写它")
         if path.startswith("course_lib.check.") or path == "course_lib.check":
             chapter_module = path.count(".") == 2 and path.split(".")[2][:2] == "ch"
             if importing and (chapter_module or path == "course_lib.check"):
