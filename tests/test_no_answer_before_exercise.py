@@ -307,3 +307,18 @@ def test_a_library_listing_waits_for_an_attempt(capsys):
     capsys.readouterr()
     source_after("ch06.rms_norm", layers.RMSNorm)
     assert "class RMSNorm" in capsys.readouterr().out
+
+
+def test_a_worked_example_waits_for_an_attempt(capsys):
+    """``check.after_attempt``: chapter 06's printed slope exponents (the rule applied to 20
+    and 40 heads) appear only after the learner's ALiBi checker ran on an attempt."""
+    from course_lib.check import after_attempt, ch06, common
+    common.ATTEMPTED.discard("ch06.alibi_slopes")
+    shown = []
+    after_attempt("ch06.alibi_slopes", lambda: shown.append(1))
+    assert not shown and "⏳" in capsys.readouterr().out
+    ch06.alibi_slopes(lambda n: [0.5] * n)                # wrong, but an attempt
+    after_attempt("ch06.alibi_slopes", lambda: shown.append(1))
+    assert shown == [1]
+    with pytest.raises(KeyError):
+        after_attempt("ch06.no_such_exercise", print)

@@ -33,16 +33,23 @@ def show_solution(name: str) -> None:
     print(inspect.getsource(target))
 
 
-def source_after(name: str, *objects) -> None:
-    """Print the source of ``objects`` (the library's own version of what exercise ``name``
-    asks for) once the learner has run that exercise's checker on an attempt in this kernel;
-    before that, print only how to see it. A notebook stored with untouched scaffolds thus
-    shows no solution below its exercise."""
+def after_attempt(name: str, show, what: str = "这一格的输出") -> None:
+    """Call ``show()`` once the learner has run exercise ``name``'s checker on an attempt in
+    this kernel; before that, print only how to see ``what``. A notebook stored with
+    untouched scaffolds thus shows nothing of the answer below its exercise."""
     all_exercises()
     if name not in EXERCISES:
         raise KeyError(f"No exercise {name!r}; see python -m course_lib.check --list")
     if name not in ATTEMPTED:
-        print(f"⏳ 课程库的实现在你写完并运行过 {name} 的检查之后显示在这里：先做练习，再重新运行这一格。")
+        print(f"⏳ {what}在你写完并运行过 {name} 的检查之后显示在这里：先做练习，再重新运行这一格。")
         return
-    for obj in objects:
-        print(inspect.getsource(obj))
+    show()
+
+
+def source_after(name: str, *objects) -> None:
+    """Print the source of ``objects`` (the library's own version of what exercise ``name``
+    asks for) once the learner has tried that exercise (``after_attempt``)."""
+    def show():
+        for obj in objects:
+            print(inspect.getsource(obj))
+    after_attempt(name, show, "课程库的实现")
