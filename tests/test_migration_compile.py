@@ -170,6 +170,30 @@ def test_fresh_process_kinds_agree(tmp_path):
     assert set(step_modes.dispatch_ratios(runs)) == set(step_modes.STEP_KINDS)
 
 
+def test_rounds_give_one_result_per_kind_with_every_steady_time(tmp_path, monkeypatch):
+    """``rounds=3``: one result per (kind, dispatch), dispatches alternating within a round;
+    its steady time is the median of the three processes' steady times, not the first's."""
+    from course_lib import runtime
+    calls = []
+    times = iter([0.30, 0.10, 0.20, 0.90, 0.50, 0.70])      # two kinds alternating, 3 rounds
+
+    def fake_run(func, **kw):
+        calls.append((kw["mode"], kw["dispatch"]))
+        t = next(times)
+        return {"mode": kw["mode"], "losses": [1.0, 0.5], "seconds": [2.0, t, t], "compiles": 1}
+    monkeypatch.setattr(runtime, "run_isolated", fake_run)
+    batch = (np.zeros((1, 4), np.int32), np.zeros((1, 4), np.int32))
+    runs = step_modes.compare_in_fresh_processes(BaichuanForCausalLM(CFG), [batch], tmp_path,
+                                                 kinds=("graph",), rounds=3)
+    assert calls == [("graph", "async"), ("graph", "blocking")] * 3
+    assert [(r.mode, r.dispatch) for r in runs] == [("graph", "async"), ("graph", "blocking")]
+    assert runs[0].steady_runs == [0.30, 0.20, 0.50] and runs[0].steady_seconds == 0.30
+    assert runs[1].steady_runs == [0.10, 0.90, 0.70] and runs[1].steady_seconds == 0.70
+    assert runs[0].first_seconds == 2.0
+    with pytest.raises(ValueError, match="rounds"):
+        step_modes.compare_in_fresh_processes(BaichuanForCausalLM(CFG), [batch], tmp_path, rounds=0)
+
+
 def test_graph_bias_equals_the_host_bias():
     """The bias built by graph operators has exactly the host-built numbers (causal mask,
     with and without ALiBi, with and without earlier positions)."""

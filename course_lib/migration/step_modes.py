@@ -81,6 +81,7 @@ class ModeResult:
     seconds: list = field(default_factory=list)
     compiles: int = 0
     dispatch: str = "async"
+    steady_runs: list = field(default_factory=list)   # each fresh process's steady seconds
 
     @property
     def first_seconds(self) -> float:
@@ -88,7 +89,10 @@ class ModeResult:
 
     @property
     def steady_seconds(self) -> float:
-        """Median seconds per step after the first (which includes compilation)."""
+        """Median seconds per step after the first (which includes compilation); with
+        several runs of this kind (``steady_runs``), the median of their medians."""
+        if self.steady_runs:
+            return float(np.median(self.steady_runs))
         rest = self.seconds[1:] or self.seconds
         return float(np.median(rest))
 
@@ -206,20 +210,29 @@ def measure_kind(mode: str, dispatch: str, inputs_path: str, lr: float, clip: fl
 
 def compare_in_fresh_processes(model, batches, directory, lr: float = 1e-3, clip: float = 1.0,
                                kinds: Sequence[str] = STEP_KINDS,
-                               dispatches: Sequence[str] = DISPATCHES,
+                               dispatches: Sequence[str] = DISPATCHES, rounds: int = 1,
                                timeout: float = 900) -> list[ModeResult]:
     """Every kind under every dispatch, each in a new process (one after the other, so they
-    never compete for the CPU), from ``model``'s current weights."""
+    never compete for the CPU), from ``model``'s current weights; ``rounds`` times, the
+    kinds and dispatches alternating within each round. One result per (kind, dispatch),
+    ordered dispatch by dispatch: the first round's losses, step times and compilations,
+    and every round's steady time in ``steady_runs``."""
     from ..runtime import run_isolated
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}.")
     inputs = save_inputs(Path(directory) / "step_inputs", model, batches)
-    results = []
-    for dispatch in dispatches:
+    found: dict = {}
+    for _ in range(rounds):
         for kind in kinds:
-            out = run_isolated(measure_kind, mode=kind, dispatch=dispatch, inputs_path=str(inputs),
-                               lr=float(lr), clip=float(clip), timeout=timeout)
-            results.append(ModeResult(out["mode"], out["losses"], out["seconds"], out["compiles"],
-                                      dispatch))
-    return results
+            for dispatch in dispatches:
+                out = run_isolated(measure_kind, mode=kind, dispatch=dispatch,
+                                   inputs_path=str(inputs), lr=float(lr), clip=float(clip),
+                                   timeout=timeout)
+                run = ModeResult(out["mode"], out["losses"], out["seconds"], out["compiles"],
+                                 dispatch)
+                first = found.setdefault((kind, dispatch), run)
+                first.steady_runs.append(run.steady_seconds)
+    return [found[(kind, dispatch)] for dispatch in dispatches for kind in kinds]
 
 
 def _by(results, mode, dispatch):
