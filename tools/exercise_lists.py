@@ -68,7 +68,7 @@ def render_block(exercises) -> str:
     """The generated list, markers included."""
     code = [ex for ex in exercises if ex.kind == "code"]
     numbers = [ex for ex in exercises if ex.kind == "number"]
-    kinds = (["代码题在隐藏的随机输入上与参考实现比较"] if code else []) + \
+    kinds = (["代码题运行你的代码，在同样的输入上与参考实现比较"] if code else []) + \
         (["数字题按题目写明的精度比较"] if numbers else [])
     parts = [BEGIN, GRADING.format(kinds="，".join(kinds), untouched="脚手架" if code else "练习单元")]
     if code:

@@ -41,7 +41,7 @@ def _peak_gib() -> float:
           targets=("course_lib.memory.load_plan",),      # section 3's demo: one argument away from the answer
           question="以 bfloat16 流式加载 InternLM-7B（`internlm_7b()`，不需要真的下载），"
                    "主机内存峰值是多少 GiB（1 GiB = 2**30 字节）？保留两位小数（检查器接受 ±0.006）。"
-                   "用第 3 节的公式手算（不调用 `memory.load_plan`：第 3 节的演示换一个参数就是答案）。")
+                   "用第 3 节的公式手算；不要调用 `memory.load_plan`，成绩册把用它得到的答案记为“借用”。")
 def peak_gib(answer) -> bool:
     from ..memory import GiB
     hint = recognised(answer, [("这个数只是全部权重（bfloat16）：第 3 节的峰值里还有“正在搬运的那一个张量”，"
