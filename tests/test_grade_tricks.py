@@ -99,12 +99,28 @@ def _notebook(code: str) -> str:
     return json.dumps(nb, ensure_ascii=False)
 
 
+# A learner who tries every whole number until the checker says yes: in the gradebook the
+# checker returns no verdict (nothing to stop at) and the last call is the one judged.
+GUESSES = ("for k in range(1, 40):\n    if ch06.ex4(k):\n        break\n"
+           "for k in (15264, 1, 2):\n    ch06.ex3(k)\n")
+
+
+def _guesser() -> str:
+    from course_lib.grade.notebooks import registry_groups
+    nb = json.loads(_notebook(WRONG + CALL))
+    group = next(g for g in registry_groups()["06"] if "ch06.ex4" in g)
+    notebooks.find_cell(nb, group)["source"] = "from course_lib.check import ch06\n" + GUESSES
+    return json.dumps(nb, ensure_ascii=False)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("tricks")
     for who, code in _cells().items():
         (root / "class" / who).mkdir(parents=True)
         (root / "class" / who / "06_baichuan_build.ipynb").write_text(_notebook(code), encoding="utf-8")
+    (root / "class" / "guesser").mkdir(parents=True)
+    (root / "class" / "guesser" / "06_baichuan_build.ipynb").write_text(_guesser(), encoding="utf-8")
     book = grading.grade(root / "class", out_csv=root / "gradebook.csv", timeout=120)
     return book, root
 
@@ -120,6 +136,22 @@ def test_no_trick_passes_and_the_honest_learner_does(graded):
     assert len(TRICKS) >= 10
     for who, r in verdicts.items():
         assert r.verdict in ("pass", "fail", "error", "borrowed"), (who, r)
+
+
+def test_guessing_in_a_loop_does_not_pass(graded):
+    """ch06.ex4's answer (24) is among the guesses and the loop would stop there if the
+    checker said so; ch06.ex3's right answer (15264) is tried first, then two wrong ones."""
+    book, _ = graded
+    verdicts = book.results["guesser"]
+    assert verdicts["ch06.ex4"].verdict == "fail", verdicts["ch06.ex4"]
+    assert verdicts["ch06.ex3"].verdict == "fail", verdicts["ch06.ex3"]
+
+
+def test_the_checker_returns_no_verdict_in_the_gradebook(monkeypatch, capsys):
+    from course_lib.check import ch06
+    assert ch06.ex4(24) and not ch06.ex4(23)                  # in a notebook: the verdict
+    monkeypatch.setenv("COURSE_GRADING", "1")
+    assert ch06.ex4(24) is None and ch06.ex4(23) is None      # in the gradebook: nothing
 
 
 def test_borrowing_is_named_as_such(graded):

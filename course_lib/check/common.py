@@ -387,13 +387,17 @@ def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wr
 
         @functools.wraps(func)
         def checker(answer, *args, **kwargs):
+            """In the gradebook's learner process (``COURSE_GRADING=1``) the call returns None:
+            the verdict is computed in the grader's own process, and code in the graded cell
+            cannot learn it (no loop that stops at the answer that passes)."""
             run = {"name": name, "obs": [],
                    "provenance": provenance(answer) if kind == "code" and _RECORDERS else None}
             _OPEN.append(run)
             try:
-                return Verdict(func(answer, *args, **kwargs))
+                result = Verdict(func(answer, *args, **kwargs))
             finally:
                 _OPEN.remove(run)
+            return None if os.environ.get("COURSE_GRADING") == "1" else result
         key = cell or (func.__name__ if kind == "code" else NUMBER_CELL)
         EXERCISES[name] = Exercise(name, kind, task, checker, solution, tuple(wrong), tuple(targets),
                                    question.strip(), key, tuple(taught))

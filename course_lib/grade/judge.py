@@ -243,15 +243,17 @@ def judge_run(run: Recorded, ref: Recorded) -> Judged:
 
 
 def judge(name: str, runs: list[Recorded], ref: Recorded | None, error: str | None) -> Result:
-    """The exercise's verdict from every call of its checker in the learner's cell: borrowed
-    if any call submitted the library's object, else pass if one call passed, else the first
-    failing call's hint; no call: error (the cell raised) or not attempted."""
+    """The exercise's verdict from the calls of its checker in the learner's cell: borrowed
+    if any call submitted the library's object, else the LAST call's verdict (the learner's
+    final answer: trying many answers in a loop passes only if the last one is right, and
+    the checker returns no verdict in the gradebook to stop the loop at); no call: error (the
+    cell raised) or not attempted."""
     if ref is None or not ref.passed:
         return Result("error", "评分器的参考运行没有通过（这是课程的问题，不是你的）：请告诉老师。")
     mine = [judge_run(r, ref) for r in runs if r.exercise == name]
     if mine:
-        best = max(mine, key=lambda j: j.rank)
-        return next(j for j in mine if j.rank == best.rank).result
+        taken = next((j for j in mine if j.result.verdict == "borrowed"), None)
+        return (taken or mine[-1]).result
     if error:
         return Result("error", error)
     return Result("not attempted", f"单元运行了，但没有调用 {name}(...)")

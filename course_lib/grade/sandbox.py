@@ -28,7 +28,8 @@ from .judge import VERDICTS, BadData, Result, decode_record, encode_record, judg
 MAX_OUTPUT = 64_000                   # characters of a cell's stdout+stderr kept in the child
 MAX_FILE_BYTES = 64 * 2**20            # the most a cell may write to any one file, fd 2 included
 CHILD_ENV = {"COURSE_HEADLESS": "1", "COURSE_SCALE": "ci", "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg",
-             "DIFFUSERS_VERBOSITY": "error", "PYTHONHASHSEED": "0"}
+             "DIFFUSERS_VERBOSITY": "error", "PYTHONHASHSEED": "0",
+             "COURSE_GRADING": "1"}        # checkers return no verdict there (check.common.exercise)
 
 
 class _Capped:
