@@ -110,6 +110,8 @@ def _run(kc, code, timeout=600, interrupt=None, marker=None, km=None, delay=0.5)
         try:
             msg = kc.get_iopub_msg(timeout=1)
         except Exception:   # queue.Empty
+            if km is not None and not km.is_alive():
+                return "dead", "the kernel died", "".join(out)[-2000:]
             continue
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
