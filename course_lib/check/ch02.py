@@ -115,7 +115,8 @@ def _loss_cases():
                    "成绩册把这样得到的答案记为“借用”。检查器的"
                    "输入包括 batch 1、K=2 与 K=7、float16 的 logits；损失的容差是绝对 1e-5 加相对 1e-4"
                    "（float16 的 logits：绝对 1e-3 加相对 1e-4），还比较对 logits 的梯度。"
-                   "写好后它可以直接当 `Model(net, loss_fn=MyLabelSmoothingCE(0.1), ...)` 的损失。")
+                   "检查器在 PyNative 下运行你的 Cell；想把它当本章 GRAPH 模式下 `Model(net, loss_fn=MyLabelSmoothingCE(0.1), ...)` 的损失，"
+                   "`construct` 里只能用静态图支持的写法（例如不调用 `.asnumpy()`）。")
 def label_smoothing_loss(cls) -> bool:
     """``cls(smoothing)``; construct(logits (B, K), labels (B,) int32) -> scalar mean loss.
     Reference: MindSpore's own nn.CrossEntropyLoss(label_smoothing=s)."""
