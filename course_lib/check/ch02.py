@@ -104,14 +104,15 @@ def _loss_cases():
           wrong=((_sol("wrong_loss_sum"), "在 batch 上是怎样合起来"), (_sol("wrong_loss_k_minus_1"), "K-1"),
                  (_sol("wrong_loss_no_smoothing"), "smoothing")),
           targets=("mindspore.nn.CrossEntropyLoss", "mindspore.ops.cross_entropy",
-                   "mindspore.mint.nn.CrossEntropyLoss", "mindspore.mint.nn.functional.cross_entropy"),
+                   "mindspore.mint.nn.CrossEntropyLoss", "mindspore.mint.nn.functional.cross_entropy",
+                   "mindspore.ops.nll_loss", "mindspore.mint.nn.functional.nll_loss"),
           question="**损失 Cell。** 写 `MyLabelSmoothingCE(smoothing)`："
                    "`construct(logits, labels)` 中 `logits` 形状 `(B, K)`、`labels` 形状 `(B,)`（int32），"
                    "目标分布是 `(1 - s)·one_hot + s/K`（K 个类别**都**分到 `s/K`，包括正确类），"
                    "损失是 `-Σ 目标 · log_softmax(logits)` 对 batch 取平均，返回一个标量。"
                    "`logits` 可能是 float16：先转成 float32，整个损失在 float32 下计算。"
                    "检查器的参考是 MindSpore 自带的 `nn.CrossEntropyLoss(label_smoothing=s)`（在 float32 下计算）。"
-                   "不要调用它（或 `ops.cross_entropy`、`mint` 里的交叉熵）：题目要你自己写它算的东西，"
+                   "不要调用它（或 `ops.cross_entropy`、`ops.nll_loss`、`mint` 里的交叉熵）：题目要你自己写它算的东西，"
                    "成绩册把这样得到的答案记为“借用”。检查器的"
                    "输入包括 batch 1、K=2 与 K=7、float16 的 logits；损失的容差是绝对 1e-5 加相对 1e-4"
                    "（float16 的 logits：绝对 1e-3 加相对 1e-4），还比较对 logits 的梯度。"
@@ -180,7 +181,8 @@ def _f1(pred, labels) -> float:
           solution=_sol("F1"),
           wrong=((_sol("wrong_f1_last_batch"), "累加"), (_sol("wrong_f1_no_clear"), "clear"),
                  (_sol("wrong_f1_precision"), "精确率")),
-          targets=("course_lib.metrics.BinaryF1",),
+          targets=("course_lib.metrics.BinaryF1", "mindspore.train.F1", "mindspore.train.Fbeta",
+                   "mindspore.nn.F1", "mindspore.nn.Fbeta"),
           question="**自定义指标。** 写 `MyF1(Metric)`（`from mindspore.train import Metric`）："
                    "`Metric` 在[第 04 章](04_callbacks.ipynb)第 3 节细讲，这里用到的只有三个方法："
                    "`Model.eval` 开始时调用 `clear()`、每个批次调用一次 `update(...)`、最后调用 `eval()` 取结果；"
@@ -192,7 +194,8 @@ def _f1(pred, labels) -> float:
                    "检查器会分几个批次调用 `update`，并在两次评估之间调用 `clear`，"
                    "其中一次评估全是负类；F1 的容差是 1e-6。"
                    '写好后可以放进 `Model(..., metrics={"f1": MyF1()})`。'
-                   "不要调用 `course_lib.metrics.BinaryF1`：它做的正是这件事，成绩册把用到它的答案记为“借用”。")
+                   "不要调用 `course_lib.metrics.BinaryF1` 或 MindSpore 自带的 `F1` / `Fbeta`：它们做的正是这件事，"
+                   "成绩册把用到它们的答案记为“借用”。")
 def f1_metric(cls) -> bool:
     """``cls()`` is a mindspore.train.Metric; update(logits (B, 2), labels (B,)); eval() -> float."""
     def body():

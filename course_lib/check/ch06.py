@@ -48,7 +48,12 @@ def rms_norm(cls) -> bool:
             got = mine(Tensor(x)).asnumpy()
             _diagnose_rms(got, want, x, ref.weight.asnumpy(), shape)
         x16 = Tensor(rng.standard_normal((2, 3, hidden)).astype(np.float16))
-        compare(mine(x16).astype(ms.float32), ref(x16).astype(ms.float32), "float16 输入的输出",
+        got16 = mine(x16)
+        observe("float16 输入时输出的 dtype", str(got16.dtype), "Float16")
+        if got16.dtype != ms.float16:
+            raise Mismatch(f"float16 的输入，你的输出是 {got16.dtype}：题目要求在 float32 里归一化，"
+                           "输出再转回输入的 dtype（第 3 节开头）。")
+        compare(got16.astype(ms.float32), ref(x16).astype(ms.float32), "float16 输入的输出",
                 atol=2e-2, rtol=2e-2, bug="float32 输入都对，float16 输入不对：题目要求在 float32 里归一化、"
                                           "输出转回输入的 dtype（第 3 节开头）。")
         compare_grads(mine, ref, [Tensor(rng.standard_normal((2, 4, hidden)).astype(np.float32))])

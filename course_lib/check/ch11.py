@@ -152,7 +152,7 @@ def _in_fresh_process(name: str, func) -> bool:
           question="在第 5 节“练习 2（写代码）：mindnlp 上 LoRA 的一步训练”的脚手架里写 "
                    "`my_lora_sgd_step(loss_fn, params, batch, lr)`："
                    "用 mindnlp 0.5.1 在 CPU 上能用的写法（`mindtorch.autograd.value_and_grad` + 手写 SGD）"
-                   "对 LoRA 的可训练参数 `params` 做一步训练（SGD：每个参数减去 `lr` 乘它的梯度，原地更新），"
+                   "对 LoRA 的可训练参数 `params` 做一步训练（SGD：每个参数减去 `lr` 乘它的梯度，在 `torch.no_grad()` 里原地更新），"
                    "返回这一步的损失（`float`）。`loss_fn(batch)` 返回这一批的损失。检查函数在一个 1 层的小 Llama + LoRA 上"
                    "连续调用你的函数 3 步，每一步都与参考实现比较返回的损失和更新后的参数（相对误差 1e-4 以内）。")
 def lora_sgd_step(func) -> bool:

@@ -191,7 +191,9 @@ def _serve_passes() -> int:
 @exercise("number", "10 个请求、每个 5 个 token、max_batch=4：serve 做几次前向", solution=_serve_passes,
           question="10 个请求同时到达（提示都是 3 个 token），每个都恰好生成 5 个 token（不会遇到 EOS），"
                    "`max_batch=4`：`inference.serve` 一共做了多少次前向计算（预填充和解码步都算，每次调用模型算一次）？"
-                   "答案是一个整数。")
+                   "答案是一个整数。按第 2 节讲的 serve 每一轮做的事推算；不要运行 `inference.serve`，"
+                   "成绩册把用它得到的答案记为“借用”。",
+          targets=("course_lib.inference.serve",))
 def ex1(answer) -> bool:
     """10 requests at t=0, each generating exactly 5 tokens (no EOS), max_batch=4: how many
     forward passes (prefills + decode steps) does ``inference.serve`` make?"""

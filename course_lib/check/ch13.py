@@ -94,8 +94,7 @@ def _block_case(cls, hidden, inner, rng):
     cell = cls(hidden, inner)
     _load(cell, sol.convert_state_dict(_torch_state(tb), TORCH_TYPES))
     for shape in ((1, 5, hidden), (3, 7, hidden)):
-        # small activations (std 0.01, variance 1e-4): the LayerNorm epsilon is visible, as in
-        # real hidden states
+        # small activations (std 0.01, variance 1e-4): the LayerNorm epsilon is visible
         x = (rng.standard_normal(shape) * 0.01 + 0.1).astype(np.float32)
         got = _to_numpy(cell(ms.Tensor(x)))
         want = tb(torch.tensor(x)).detach().numpy()
@@ -139,7 +138,7 @@ def _check_grads(tb, cell, x):
                    "的 `__init__`：把那里打印的 PyTorch 模块（pre-LN 残差前馈块）的四个子模块 `norm`、`fc1`、`act`、`fc2` "
                    "翻译成 MindSpore 的层，属性名不变、每个构造参数都要对应（`construct` 已经写好）。检查器把 PyTorch "
                    "模块的**同一份权重**拷进你的 Cell（参数名按第 1 节对照表换成 MindSpore 的名字），在 float32、"
-                   "数值较小（像真实隐藏状态那样）的输入上比较输出（绝对误差 1e-5、相对误差 1e-4 以内）和梯度。")
+                   "数值较小（标准差 0.01，这样 LayerNorm 的 eps 会影响结果）的输入上比较输出（绝对误差 1e-5、相对误差 1e-4 以内）和梯度。")
 def translate_block(cls) -> bool:
     """``cls(hidden, inner)``: a Cell with attributes norm, fc1, act, fc2, run next to real PyTorch."""
     def body():
