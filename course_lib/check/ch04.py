@@ -43,7 +43,7 @@ def _scheduled(fn, steps: int = 4, lr: float = 0.1, *, called_before: bool = Fal
           question="第 2 节的 `scheduler` 一行用的是 MindSpore 自带的 `LearningRateScheduler(fn)`。"
                    "设想把 `LearningRateScheduler(lambda lr, step: lr * 0.1 if step % 2 == 0 else lr)` 交给同一个探针"
                    "（初始学习率 0.1，训练 4 步；这个 `fn` 就是 MindSpore 文档里的例子，只把 1000 换成了 2）。"
-                   "4 步**实际**用到的学习率各是多少？按第 2 节常见误区里 `fn(lr, step)` 被调用的时机推理出来，"
+                   "4 步**实际**用到的学习率各是多少？按第 2 节常见误区里 `fn(lr, step)` 被调用的时机推理出来（`step` 从 1 数），"
                    "写成 4 个数的列表，每个数的相对误差在 1e-4 以内算对。提交之后可以在另一格里用探针 `probe_lr` 量出来核对；"
                    "在答题格里用 `probe_lr` 得到的答案，成绩册记为“借用”。",
           targets=("course_lib.callbacks.probe_lr",))
