@@ -19,7 +19,7 @@ def verdicts(check, reference, *mine) -> list[str]:
         for m in mine:
             check(m)
     ref, *got = (_wire(r) for r in runs)
-    return [judge_run(run, ref).result.verdict for run in got]
+    return [judge_run(run, ref).verdict for run in got]
 
 
 def judged(check, mine, reference) -> str:

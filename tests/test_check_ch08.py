@@ -72,6 +72,6 @@ def test_the_judge_sees_the_replaced_tree(capsys):
         with recording() as found:
             ch08.replace_layer(func)
         runs[key] = dataclasses.replace(found[-1], provenance=None)
-    assert judge_run(runs["ref"], runs["ref"]).result.verdict == "pass"
-    assert judge_run(runs["root"], runs["ref"]).result.verdict == "fail"
-    assert judge_run(runs["short"], runs["ref"]).result.verdict == "fail"
+    assert judge_run(runs["ref"], runs["ref"]).verdict == "pass"
+    assert judge_run(runs["root"], runs["ref"]).verdict == "fail"
+    assert judge_run(runs["short"], runs["ref"]).verdict == "fail"

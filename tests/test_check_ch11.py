@@ -98,7 +98,7 @@ def test_lora_step_in_a_fresh_process_is_recorded_here():
     assert [o.what for o in run.observations] == [f"第 {s} 步{w}" for s in (1, 2, 3)
                                                  for w in ("之后的 LoRA 参数", "返回的损失")]
     run = dataclasses.replace(run, provenance=None)            # the reference is not borrowed
-    assert judge_run(run, run).result.verdict == "pass"
+    assert judge_run(run, run).verdict == "pass"
     assert "mindnlp" not in sys.modules
 
 

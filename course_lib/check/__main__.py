@@ -37,7 +37,7 @@ def judged_problems(ex, ref_run, wrong_runs) -> list[str]:
         return [f"{ex.name}: the reference run observed nothing (observe() / compare() missing)"]
     problems = []
     ref_run = dataclasses.replace(ref_run, provenance=None)      # the solution is not borrowed
-    if judge_run(ref_run, ref_run).result.verdict != "pass":
+    if judge_run(ref_run, ref_run).verdict != "pass":
         problems.append(f"{ex.name}: the judge does not pass the reference against itself")
     for label, run in wrong_runs:
         if run is None or first_difference(run, ref_run) is None:

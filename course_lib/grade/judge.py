@@ -217,29 +217,23 @@ def borrowed(run: Recorded, ref: Recorded) -> str:
 
 
 # --------------------------------------------------------------------------- the verdict
-@dataclass(frozen=True)
-class Judged:
-    result: Result
-    rank: int                          # which of several calls speaks for the exercise
-
-
-def judge_run(run: Recorded, ref: Recorded) -> Judged:
+def judge_run(run: Recorded, ref: Recorded) -> Result:
     """One checker call of the learner's against the reference run."""
     reason = borrowed(run, ref)
     if reason:
-        return Judged(Result("borrowed", reason), 4)
+        return Result("borrowed", reason)
     if not run.attempted:
-        return Judged(Result("not attempted", "还没有实现（脚手架仍然 raise NotImplementedError）"), 0)
+        return Result("not attempted", "还没有实现（脚手架仍然 raise NotImplementedError）")
     i = first_difference(run, ref)
     if i is not None:
         hint = run.hint or f"{ref.observations[i].what} 与参考实现不一致。"
-        return Judged(Result("fail", hint), 2)
+        return Result("fail", hint)
     if len(run.observations) != len(ref.observations) or not run.passed:
         hint = run.hint or ("检查没有看到全部输出（代码中途出错或提前结束了？）"
                             if len(run.observations) < len(ref.observations)
                             else "检查看到的输出比参考实现多。")
-        return Judged(Result("fail", hint), 2)
-    return Judged(Result("pass"), 3)
+        return Result("fail", hint)
+    return Result("pass")
 
 
 def judge(name: str, runs: list[Recorded], ref: Recorded | None, error: str | None) -> Result:
@@ -252,8 +246,7 @@ def judge(name: str, runs: list[Recorded], ref: Recorded | None, error: str | No
         return Result("error", "评分器的参考运行没有通过（这是课程的问题，不是你的）：请告诉老师。")
     mine = [judge_run(r, ref) for r in runs if r.exercise == name]
     if mine:
-        taken = next((j for j in mine if j.result.verdict == "borrowed"), None)
-        return (taken or mine[-1]).result
+        return next((r for r in mine if r.verdict == "borrowed"), mine[-1])
     if error:
         return Result("error", error)
     return Result("not attempted", f"单元运行了，但没有调用 {name}(...)")
