@@ -129,8 +129,9 @@ def config_from_hf(d: Mapping):
     if kind not in NEW_TYPES:
         return first_generation_config(d)
     _refuse(d)
+    # A missing key means untied, as in transformers' Qwen2/Qwen3/LlamaConfig (default False).
     c = dict(_common(d, kind), rope_scaling=_rope_scaling(d), position="rope",
-             tie_embeddings=bool(d.get("tie_word_embeddings", kind in ("qwen2", "qwen3"))))
+             tie_embeddings=bool(d.get("tie_word_embeddings", False)))
     if kind == "qwen2":
         c.update(fused_qkv=False, qkv_bias=True, o_bias=False)
     elif kind == "qwen3":

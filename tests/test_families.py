@@ -184,6 +184,20 @@ def test_qwen2_5_0_5b_parameter_count_closed_form_equals_the_built_model():
     assert config.num_parameters() == count_parameters(build_lazy(CausalLM, config)) == 494_032_768
 
 
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3", "llama"])
+def test_a_missing_tie_word_embeddings_follows_transformers(kind):
+    """A config.json without ``tie_word_embeddings`` is read as transformers reads it: its
+    config classes default to untied (checked against the classes, not a constant here)."""
+    from transformers import AutoConfig
+    cfg = {"model_type": kind, "hidden_size": 64, "num_hidden_layers": 2, "head_dim": 16,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+           "vocab_size": 256, "max_position_embeddings": 128, "rms_norm_eps": 1e-6,
+           "rope_theta": 10000.0}
+    expected = AutoConfig.for_model(kind).tie_word_embeddings
+    assert families.config_from_hf(cfg).tie_embeddings is expected
+    assert families.config_from_hf(dict(cfg, tie_word_embeddings=True)).tie_embeddings is True
+
+
 def test_checkpoint_code_is_layered_without_an_import_circle():
     """hf_weights (files) imports no course module; families (which network) imports only
     hf_weights and layers; pretrained (the one loader) builds on both; chapter 13's
