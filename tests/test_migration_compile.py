@@ -107,6 +107,20 @@ def test_bucketed_and_dynamic_compile_less(stream_results):
 
 
 @pytest.mark.slow
+def test_the_steady_time_replays_the_same_calls_without_compiling(stream_results):
+    """Each strategy's steady time is the median of a replay of every batch of the stream
+    on the warm Cell: the same calls for every strategy (static's first pass compiled 3 of
+    its 5, so a median over its non-compiling calls would cover only 2), and none compiles."""
+    batches, r = stream_results
+    for s, res in r.items():
+        assert len(res.replay_seconds) == len(batches) and res.replay_compiles == 0, s
+        assert res.steady_seconds == float(np.median(res.replay_seconds)), s
+    cold = cs.run_stream(lambda: EvalCell(native_demo.build(GPT)), batches[:2], "static",
+                         replay=False)
+    assert cold.replay_seconds == [] and np.isnan(cold.steady_seconds)
+
+
+@pytest.mark.slow
 def test_every_strategy_computes_the_same_losses(stream_results):
     _, r = stream_results
     for s in ("bucketed", "dynamic", "auto"):

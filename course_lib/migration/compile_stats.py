@@ -195,6 +195,8 @@ class StreamResult:
     real_tokens: int = 0       # non-padding input positions
     given_tokens: int = 0      # positions of the batches as the collator made them
     computed_tokens: int = 0   # positions the model actually processed (after bucketing)
+    replay_seconds: list = field(default_factory=list)   # the same calls again, warm
+    replay_compiles: int = 0   # graphs built during the replay (0 expected)
 
     @property
     def compiles(self) -> int:
@@ -211,9 +213,9 @@ class StreamResult:
 
     @property
     def steady_seconds(self) -> float:
-        """Median time of the calls that reused a graph (nan if there were none)."""
-        times = [r.seconds for r in self.records if not r.compiled]
-        return float(np.median(times)) if times else float("nan")
+        """Median time per call of the replay: every batch of the stream once more, on the
+        warm Cell, so each strategy's median is over the same calls (nan without a replay)."""
+        return float(np.median(self.replay_seconds)) if self.replay_seconds else float("nan")
 
     @property
     def distinct_run_lengths(self) -> int:
@@ -232,9 +234,12 @@ class StreamResult:
 
 
 def run_stream(make_cell: Callable[[], object], batches, strategy: str,
-               buckets: Sequence[int] = (16, 32, 64, 128), pad_id: int = 0) -> StreamResult:
+               buckets: Sequence[int] = (16, 32, 64, 128), pad_id: int = 0,
+               replay: bool = True) -> StreamResult:
     """Feed ``batches`` [(inputs, labels)] to a fresh ``make_cell()`` in GRAPH mode under
-    ``strategy`` and record, per call, the length, wall time and graphs compiled.
+    ``strategy`` and record, per call, the length, wall time and graphs compiled. With
+    ``replay``, the same calls then run once more on the warm Cell (``replay_seconds``):
+    the steady time per batch, over the same batches for every strategy.
 
     ``make_cell`` must return a NEW Cell each time (e.g. ``lambda: EvalCell(model)``):
     compiled graphs are cached per Cell instance, so a reused Cell would start warm."""
@@ -249,22 +254,32 @@ def run_stream(make_cell: Callable[[], object], batches, strategy: str,
         cell = make_cell()
         if strategy == "dynamic":
             cell.set_inputs(*[Tensor(shape=[None, None], dtype=ms.int32) for _ in batches[0]])
+        calls = []
         for inputs, labels in batches:
             length = int(inputs.shape[1])
             result.given_tokens += int(inputs.size)
             if strategy == "bucketed":
                 inputs, labels = pad_batch(inputs, labels, bucket_length(length, buckets), pad_id)
-            args = (Tensor(inputs), Tensor(labels))
-            with CompileCounter() as counter:
-                start = time.perf_counter()
-                out = cell(*args)
-                out = tuple(o.asnumpy() for o in (out if isinstance(out, tuple) else (out,)))
-                seconds = time.perf_counter() - start
-            result.records.append(CallRecord(length, int(inputs.shape[1]), seconds, counter.count,
-                                             out))
+            calls.append((Tensor(inputs), Tensor(labels)))
+            seconds, compiled, out = _timed_call(cell, calls[-1])
+            result.records.append(CallRecord(length, int(inputs.shape[1]), seconds, compiled, out))
             result.real_tokens += int((labels != IGNORE_INDEX).sum())
             result.computed_tokens += int(inputs.size)
+        for args in calls if replay else ():
+            seconds, compiled, _ = _timed_call(cell, args)
+            result.replay_seconds.append(seconds)
+            result.replay_compiles += compiled
     return result
+
+
+def _timed_call(cell, args):
+    """(wall seconds, graphs compiled, outputs as NumPy) of one call."""
+    with CompileCounter() as counter:
+        start = time.perf_counter()
+        out = cell(*args)
+        out = tuple(o.asnumpy() for o in (out if isinstance(out, tuple) else (out,)))
+        seconds = time.perf_counter() - start
+    return seconds, counter.count, out
 
 
 def summary_table(results: Sequence[StreamResult]) -> list[dict]:
