@@ -83,3 +83,26 @@ def test_load_torch_named_is_strict():
 def test_unknown_backend_is_a_clear_error(inputs):
     with pytest.raises(ValueError, match="Unknown backend 'jax'"):
         rtd.run_demo("jax", inputs)
+
+
+def test_speed_rounds_alternate_and_keep_every_round(monkeypatch):
+    """``compare_speed(rounds=3)``: every run once per round, the order reversed every other
+    round; one result per run carrying all three rounds, whose medians ``rounds_ms`` reads
+    (first step left out)."""
+    calls, ms = [], iter([10, 20, 30, 40, 50, 60])
+
+    def fake_run(func, backend, blocking, **kw):
+        calls.append((backend, blocking))
+        t = next(ms) / 1000
+        return {"backend": backend, "blocking": blocking, "losses": [1.0],
+                "step_seconds": [9.0, t, t], "phase_seconds": {"gradients": [9.0, t / 2, t / 2]}}
+
+    monkeypatch.setattr(rtd, "run_isolated", fake_run)
+    runs = (("mindspore", True), ("mindtorch", True))
+    out = rtd.compare_speed("unused.npz", runs=runs, rounds=3)
+    assert calls == [runs[0], runs[1], runs[1], runs[0], runs[0], runs[1]]
+    assert [(r["backend"], r["blocking"]) for r in out] == list(runs)
+    assert [len(r["rounds"]) for r in out] == [3, 3]
+    assert rtd.rounds_ms(out[0]) == pytest.approx([10, 40, 50])
+    assert rtd.rounds_ms(out[1]) == pytest.approx([20, 30, 60])
+    assert rtd.rounds_ms(out[1], "gradients") == pytest.approx([10, 15, 30])

@@ -334,13 +334,26 @@ SPEED_RUNS = (("mindspore", True), ("mindtorch", True), ("mindspore", False), ("
 
 
 def compare_speed(inputs_path, lr: float = 0.3, steps: int | None = None,
-                  runs=SPEED_RUNS, timeout: float = 900) -> list[dict]:
+                  runs=SPEED_RUNS, rounds: int = 1, timeout: float = 900) -> list[dict]:
     """``time_steps`` for each (backend, blocking) of ``runs``, each in a fresh process,
-    one after the other."""
+    one after the other; with ``rounds`` > 1 every run goes again, in reversed order every
+    other round. One dict per run: round 1's result plus ``"rounds"``, every round's."""
     env = {"HF_HUB_OFFLINE": "1", "DIFFUSERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore"}
-    return [run_isolated(time_steps, backend=b, inputs_path=str(inputs_path), lr=float(lr),
-                         blocking=bool(blocking), steps=steps, timeout=timeout, env=env)
-            for b, blocking in runs]
+    runs = list(runs)
+    by_run = {run: [] for run in runs}
+    for r in range(rounds):
+        for b, blocking in (runs if r % 2 == 0 else runs[::-1]):
+            by_run[(b, blocking)].append(
+                run_isolated(time_steps, backend=b, inputs_path=str(inputs_path), lr=float(lr),
+                             blocking=bool(blocking), steps=steps, timeout=timeout, env=env))
+    return [dict(results[0], rounds=results) for results in by_run.values()]
+
+
+def rounds_ms(result: dict, phase: str | None = None) -> list[float]:
+    """Each round's median milliseconds per step (first step left out) of a
+    ``compare_speed`` result, for the whole step or one phase."""
+    return [median_ms(r["step_seconds"] if phase is None else r["phase_seconds"][phase])
+            for r in result["rounds"]]
 
 
 def main(argv=None):
