@@ -175,7 +175,8 @@ def _tp_layer_params(mp: int = 8) -> int:
 @exercise("number", "Baichuan-13B 张量并行 mp=8：每张卡上一个解码层有多少个参数", solution=_tp_layer_params,
           question="Baichuan-13B 按第 7.1 节课程的切法做 mp=8 的张量并行：`strategies.tensor_parallel_plan` "
                    "列出的 Dense 层，每个的权重都平均切成 8 份，每张卡存 1 份；计划里没有的参数每张卡各存一份完整的。"
-                   "每张卡上**一个解码层**有多少个参数？（整数，要完全相等）")
+                   "每张卡上**一个解码层**有多少个参数？（整数，要完全相等；从 `baichuan_13b()` 配置里的尺寸算，"
+                   "不要真的建出 13B 的模型：它的 float32 权重要 49 GiB 内存）")
 def ex2(answer) -> bool:
     """Parameters of one Baichuan-13B decoder layer held by each device under 8-way tensor
     parallelism (the course's Megatron plan; parameters outside the plan are replicated)."""
