@@ -155,7 +155,7 @@ HALVE_HINT = ("回到第 2 节：学习率是优化器里的一个 Parameter，�
 
 
 REPLACED_HINT = ("你的回调把一个新的值赋给了 optimizer.learning_rate 这个属性：第 2 节常见误区讲过，"
-                 "编译好的更新步骤读不到这样换上的值（PyNative 下量出来的学习率不是你设的值，每次运行还可能不一样）。"
+                 "这样换上的值不一定被更新步骤用到（本章的探针在 PyNative 下量到的学习率不是设的值）。"
                  "学习率要写进原来那个 Parameter（题目里说了用什么）。")
 
 
@@ -163,7 +163,8 @@ def _dry_run(callback) -> bool:
     """Call the step hooks once outside Model.train, so a scaffold's NotImplementedError is
     reported as "not implemented yet" (other errors are left for the probe to report).
     Returns whether the hooks REPLACED ``optimizer.learning_rate`` (an attribute assignment:
-    the chapter's pitfall, whose probe would read freed memory in PyNative)."""
+    the chapter's pitfall: in PyNative its probe measures a learning rate other than the one
+    set; why is a hypothesis, see the chapter)."""
     import mindspore as ms
     import numpy as np
     from mindspore import nn
