@@ -102,7 +102,8 @@ def _diagnose_lora(ref, got, want, x, what) -> None:
           question="在第 5 节“写代码：按带点的名字替换一层”的脚手架里写 `my_replace_layer(model, name, new)`："
                    "把带点的完整名字（如 `model.layers.0.self_attn.q_proj`）"
                    "所指的层换成 `new`——一行 `setattr` 行不通：这一层挂在它的**父 Cell** 上，"
-                   "中间的 `nn.CellList` 把子层登记在名字 `\"0\"`、`\"1\"`…下；挂上去之后参数名也不能和别的层重名。"
+                   "中间的 `nn.CellList` 把子层登记在名字 `\"0\"`、`\"1\"`…下；挂上去之后参数名也不能和别的层重名"
+                   "（`Parameter` 的 `name` 属性可以直接赋值）。"
                    "函数原地修改 `model`，不需要返回值。"
                    "检查函数在一个 2 层的小 InternLM 上替换两个不同位置的层（`model.layers.1.self_attn.v_proj`、"
                    "`model.layers.0.mlp.down_proj`），与 `inject_lora` 的结果比较 Cell 树、参数名和输出。")
