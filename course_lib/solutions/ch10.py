@@ -33,7 +33,7 @@ def average_then_clip(rank_grads, max_norm: float):
     mean = [sum(np.asarray(g[i], np.float64) for g in rank_grads) / world
             for i in range(len(rank_grads[0]))]
     norm = math.sqrt(sum(float((g * g).sum()) for g in mean))
-    scale = min(1.0, max_norm / (norm + 1e-6))
+    scale = min(1.0, max_norm / norm) if norm > 0 else 1.0   # ops.clip_by_global_norm's rule
     return [(g * scale).astype(np.float32) for g in mean]
 
 
