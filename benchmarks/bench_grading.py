@@ -10,7 +10,6 @@ wall time, the time per learner and the count of each verdict (all "pass" expect
 """
 import argparse
 import collections
-import json
 import os
 import shutil
 import sys
@@ -28,18 +27,12 @@ from course_lib.grade import notebooks  # noqa: E402
 
 def write_class(root: Path, n: int) -> None:
     """``root``/s01..sNN, each with every notebook answered right."""
-    first = root / "s01"
-    first.mkdir(parents=True)
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        answers = learners.chapter(path.name[:2]).RIGHT
-        nb = notebooks.read_notebook(path)
-        for cell in nb["cells"]:
-            group = notebooks.cell_exercises(cell)
-            if group:
-                cell["source"] = answers[learners.key_of(group)]
-        (first / path.name).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    right = {(nn, key): learners.chapter(nn).RIGHT[key]
+             for nn, groups in notebooks.EXERCISE_CELLS.items()
+             for key in map(learners.key_of, groups)}
+    learners.learner_folder(root / "s01", right)
     for i in range(2, n + 1):
-        shutil.copytree(first, root / f"s{i:02d}")
+        shutil.copytree(root / "s01", root / f"s{i:02d}")
 
 
 def main():

@@ -15,7 +15,6 @@ The RIGHT answers also pass in the notebooks themselves: ``make test`` runs copi
 notebooks with each answer after its exercise cell under nbval (tools/learner_notebooks.py).
 """
 import ast
-import json
 import sys
 from pathlib import Path
 
@@ -39,19 +38,6 @@ def _answers(nn: str):
     return module
 
 
-def _copy(folder: Path, sources: dict) -> None:
-    """The course's notebooks in ``folder``, each exercise cell's source replaced by
-    ``sources[(chapter, key)]`` where given."""
-    folder.mkdir(parents=True)
-    for path in sorted(COURSE.glob("[0-9][0-9]_*.ipynb")):
-        nb = notebooks.read_notebook(path)
-        for cell in nb["cells"]:
-            group = notebooks.cell_exercises(cell)
-            if group and (path.name[:2], learners.key_of(group)) in sources:
-                cell["source"] = sources[(path.name[:2], learners.key_of(group))]
-        (folder / path.name).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
-
-
 def _cells():
     for nn in CHAPTERS:
         for group in notebooks.EXERCISE_CELLS[nn]:
@@ -63,10 +49,10 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("learners")
     course = notebooks.course_cells()
     scaffolds = {(nn, learners.key_of(c.exercises)): c.scaffold for nn in course for c in course[nn]}
-    _copy(root / "untouched", {})
-    _copy(root / "tried", {k: s + "\n# 运行过一次\n" for k, s in scaffolds.items()})
-    _copy(root / "right", {(nn, k): _answers(nn).RIGHT[k] for nn, k, _ in _cells()})
-    _copy(root / "wrong", {(nn, k): _answers(nn).WRONG[k][0] for nn, k, _ in _cells()})
+    learners.learner_folder(root / "untouched", {})
+    learners.learner_folder(root / "tried", {k: s + "\n# 运行过一次\n" for k, s in scaffolds.items()})
+    learners.learner_folder(root / "right", {(nn, k): _answers(nn).RIGHT[k] for nn, k, _ in _cells()})
+    learners.learner_folder(root / "wrong", {(nn, k): _answers(nn).WRONG[k][0] for nn, k, _ in _cells()})
     return grading.grade(root, out_csv=root / "gradebook.csv")
 
 

@@ -11,16 +11,20 @@ tuple of ids of a cell that holds several, as ``course_lib.grade.notebooks.EXERC
   answer; the exercises named fail with a hint that contains the text, every other
   exercise of the cell is answered right and passes.
 
-tests/test_learner_path.py grades them (and the untouched scaffolds) through the gradebook;
+``learner_folder`` writes a learner's folder of notebooks with chosen answers typed in:
+tests/test_learner_path.py grades such folders (and the untouched scaffolds) through the gradebook,
+benchmarks/bench_grading.py times the gradebook on them;
 tools/learner_notebooks.py puts each RIGHT answer after its exercise cell in copies of the
 notebooks that ``make test`` runs under nbval.
 """
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+COURSE = HERE.parents[1] / "notebooks"
 
 
 def key_of(group) -> str | tuple:
@@ -34,3 +38,17 @@ def chapter(nn: str):
     if not (HERE / f"ch{nn}.py").exists():
         return None
     return importlib.import_module(f"{__name__}.ch{nn}")
+
+
+def learner_folder(folder: Path, sources: dict) -> None:
+    """The course's notebooks in ``folder``, each exercise cell's source replaced by
+    ``sources[(chapter, key)]`` where given."""
+    from course_lib.grade import notebooks
+    folder.mkdir(parents=True)
+    for path in sorted(COURSE.glob("[0-9][0-9]_*.ipynb")):
+        nb = notebooks.read_notebook(path)
+        for cell in nb["cells"]:
+            group = notebooks.cell_exercises(cell)
+            if group and (path.name[:2], key_of(group)) in sources:
+                cell["source"] = sources[(path.name[:2], key_of(group))]
+        (folder / path.name).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
