@@ -75,6 +75,24 @@ def test_an_error_stays_in_the_check_that_caused_it(capsys):
     assert "Concat" in capsys.readouterr().out
 
 
+def test_a_failed_check_leaves_no_error_behind(capsys):
+    """A wrong answer that fails on its first Tensor may already have dispatched a second failing
+    operator (wrong_append_heads_axis concatenates keys, then values): its error must not
+    surface in whatever the kernel runs next (CI saw it raised inside test_measure)."""
+    from mindspore import Tensor, ops
+    from mindspore.common.api import _pynative_executor
+    from course_lib.check.common import Mismatch, run_code_check
+
+    def fails_with_a_bad_op_unread():
+        ops.cat((Tensor(np.ones((1, 2, 3, 4), np.float32)), Tensor(np.ones((1, 2, 1, 4), np.float32))), 1)
+        raise Mismatch("keys differ")
+
+    assert run_code_check("demo.bad", "hint", fails_with_a_bad_op_unread) is False
+    assert "keys differ" in capsys.readouterr().out
+    _pynative_executor.sync()                            # raises if the bad concat is still pending
+    assert (Tensor(np.ones(2, np.float32)) + 1).asnumpy().tolist() == [2.0, 2.0]
+
+
 def test_the_judge_sees_what_the_checker_sees(capsys):
     from course_lib.solutions import ch07 as sol
     as_float32 = lambda logits, p: sol.top_p_filter(logits, p).astype(np.float32)   # noqa: E731

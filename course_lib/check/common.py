@@ -295,8 +295,7 @@ def run_code_check(name: str, hint: str, body: Callable[[], None]) -> bool:
         pass
     try:
         with _eager():
-            body()
-            _flush_pending_errors()
+            _run_to_the_end(body)
     except NotImplementedError:
         print(f"[{name}] {NOT_ATTEMPTED}")             # nothing more: no hint before a try
         _record(name, False, NOT_ATTEMPTED, attempted=False)
@@ -321,6 +320,21 @@ def _flush_pending_errors() -> None:
     would otherwise land inside the *next* check and blame the learner's corrected code."""
     from mindspore.common.api import _pynative_executor
     _pynative_executor.sync()
+
+
+def _run_to_the_end(body: Callable[[], None]) -> None:
+    """``body()``, then every operator it dispatched finished: its pending error is raised
+    here if the body returned, and dropped if the body raised (a wrong answer that fails on
+    its first Tensor may have dispatched a second failing one that nobody reads)."""
+    try:
+        body()
+    except BaseException:
+        try:
+            _flush_pending_errors()
+        except Exception:                               # noqa: BLE001 - the body's error wins
+            pass
+        raise
+    _flush_pending_errors()
 
 
 def compare(got, want, what: str, *, atol: float = 1e-5, rtol: float = 1e-4, bug: str = "") -> None:
