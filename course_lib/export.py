@@ -17,6 +17,7 @@ dynamic dimensions: ``ms.export`` with an example ``Tensor(shape=[None, seq_len]
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -49,6 +50,24 @@ def _meta_path(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
+def _check_fits_one_file(model) -> None:
+    """Refuse, before writing anything, a model whose weights MindSpore would not keep in the
+    .mindir: ``serialization._save_together`` sums ``sys.getsizeof(bytes) / 1024`` over the
+    parameters and, past ``TOTAL_SAVE`` KiB (1 GiB), writes them into a ``<name>_variables/``
+    folder instead, which this module's one-file save and ``load_mindir`` do not carry."""
+    from mindspore.train import serialization
+    params = list(model.get_parameters())
+    kib = sum((int(p.nbytes) + sys.getsizeof(b"")) / 1024 for p in params)
+    if kib > serialization.TOTAL_SAVE:
+        dtypes = sorted({str(p.dtype) for p in params})
+        raise ValueError(
+            f"The model's weights are {kib / 2**20:.2f} GiB ({', '.join(dtypes)}): above MindSpore's "
+            f"{serialization.TOTAL_SAVE / 2**20:.0f} GiB one-file limit, ms.export would write them into "
+            "a separate <name>_variables/ folder, which export_mindir/load_mindir do not handle. "
+            "Cast the weights to float16 first (own_model.cast_parameters) if that brings them under "
+            "the limit; otherwise call ms.export yourself and keep that folder next to the .mindir.")
+
+
 def export_mindir(model, input_shape: tuple[int, int], path) -> ExportInfo:
     """Export ``model`` (``input_ids`` int32 (batch, seq_len) -> logits) to ``<path>.mindir``.
 
@@ -60,6 +79,7 @@ def export_mindir(model, input_shape: tuple[int, int], path) -> ExportInfo:
     max_len = getattr(getattr(model, "config", None), "max_seq_len", None)
     if max_len is not None and shape[1] > max_len:
         raise ValueError(f"seq_len {shape[1]} exceeds the model's max_seq_len {max_len}.")
+    _check_fits_one_file(model)
     path = Path(path)
     if path.suffix == ".mindir":
         path = path.with_suffix("")

@@ -112,3 +112,29 @@ def test_clear_errors(exported, tmp_path, tokenizer):
         export.export_mindir(model, (4,), tmp_path / "bad")
     with pytest.raises(ValueError, match="must match it"):
         export.SentimentPipeline(lm, tokenizer, max_len=32)
+
+
+def test_a_model_mindspore_would_split_is_refused_before_anything_is_written(exported, tmp_path,
+                                                                            monkeypatch):
+    """export_mindir keeps one file. MindSpore's own ms.export, with its one-file limit
+    (``serialization.TOTAL_SAVE``, KiB) set just below this model's weights, writes a
+    ``<name>_variables/`` folder, and just above them writes one file: export_mindir must
+    refuse exactly the first case, before writing anything, and export the second."""
+    import sys
+    from mindspore.train import serialization
+    model, _, _, _ = exported
+    kib = sum((int(p.nbytes) + sys.getsizeof(b"")) / 1024 for p in model.get_parameters())
+    example = Tensor(np.zeros(SHAPE, np.int32))
+    for name, limit, splits in (("below", kib * 0.999, True), ("above", kib * 1.001, False)):
+        monkeypatch.setattr(serialization, "TOTAL_SAVE", limit)
+        folder = tmp_path / name
+        ms.export(model, example, file_name=str(folder / "raw"), file_format="MINDIR")
+        assert (folder / "raw_variables").is_dir() == splits, f"ms.export with the limit {name}"
+        if splits:
+            with pytest.raises(ValueError, match="one-file limit.*_variables/ folder"):
+                export.export_mindir(model, SHAPE, folder / "lm")
+            assert not list(folder.glob("lm*")), "a refused export left files behind"
+        else:
+            info = export.export_mindir(model, SHAPE, folder / "lm")
+            assert sorted(p.name for p in folder.glob("lm*")) == ["lm.json", "lm.mindir"]
+            assert export.max_abs_diff(model, export.load_mindir(info.path), example) == 0.0
