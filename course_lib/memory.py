@@ -66,7 +66,7 @@ def _n_params(config_or_count) -> int:
 def build_lazy(model_cls, config):
     """Instantiate ``model_cls(config)`` without allocating its weights, using MindSpore's
     ``nn.utils.no_init_parameters``: shapes exist, memory does not (until loaded/initialised).
-    Baichuan-13B takes about a second and a few hundred MB instead of 53 GB."""
+    Chapter 06 prints what a Baichuan-13B build takes on its machine, instead of 53 GB."""
     with no_init_parameters():
         return model_cls(config)
 
