@@ -225,7 +225,7 @@ def _engine_cache_mib() -> float:
                    f"{EX2_BATCH} 条提示生成，最长的提示 {EX2_LONGEST} 个 token，`max_new_tokens={EX2_NEW}`。"
                    "解码引擎为 KV cache 预留的 `Parameter`（每层 K、V 各一个）一共占多少 MiB（1 MiB = 2**20 字节）？"
                    "按第 3 节讲的做法推算：整段提示送进引擎之前先补到多宽、预留的槽位数怎样取整"
-                   "（第 3 节说的“上限”是模型的 `max_seq_len`，InternLM-7B 是 2048）。答案精确到 1 MiB。"
+                   "（第 3 节的规则里的 `max_seq_len`，InternLM-7B 是 2048）。答案精确到 1 MiB。"
                    "这两步按第 3 节的规则自己算，不要调用 `generation.prefill_width` 或 `generation.cache_bucket`："
                    "成绩册把用它们得到的答案记为“借用”。",
           targets=("course_lib.generation.prefill_width", "course_lib.generation.cache_bucket"))
@@ -258,7 +258,7 @@ def _joined_mask() -> list:
 @exercise("number", "新请求并入正在解码的批次、再解码一步后，它那一行的 attention mask", solution=_joined_mask,
           question=f"正在解码的批次由提示 `{EX3_RUNNING}` 左填充后一起预填充，之后做了 {EX3_STEPS} 步解码"
                    "（每一步给每一行追加一列新 token，这一列的 mask 是 1）。这时新请求 "
-                   f"`{EX3_JOINING}` 预填充完，按第 2 节的做法并入这个批次（原批次的行在前），"
+                   f"`{EX3_JOINING}` 预填充完，按练习 2（`my_merge_batches`）的做法并入这个批次（原批次的行在前），"
                    "然后整个批次又解码了 1 步。新请求那一行现在的 attention mask 是什么？写成 0/1 的整数列表。")
 def ex3(answer) -> bool:
     """The attention-mask row of a request that joined a running batch, one decode step later."""
