@@ -23,7 +23,8 @@ def _kv_bytes() -> int:
 @exercise("number", "Qwen2.5-0.5B 以 bfloat16 生成时，每个 token 的 KV cache 占多少字节？",
           solution=_kv_bytes,
           question="Qwen2.5-0.5B（24 层，14 个 query 头、2 个 kv 头，head_dim 64）以 bfloat16 生成时，"
-                   "每多一个 token，KV cache 增加多少字节（一个整数）？用题目里的数手算（本章的 `SHAPE` 在 CI 规模下会缩小）："
+                   "每多一个 token，KV cache 增加多少字节（一个整数）？用题目里的数手算，或用第 1 节按真实配置写出的 `qwen05`；"
+                   "不要用本章的 `SHAPE`、`shape`、`cfg` 或加载的模型：成绩册在 CI 规模下评分，那里它们都会缩小。"
                    "第 06 章第 7 节的 KV cache 公式写的是多头注意力，GQA 的模型要想想每层的 K、V 各有多宽；"
                    "不要调用 `memory.kv_cache_bytes`：成绩册把用它得到的答案记为“借用”。",
           targets=("course_lib.memory.kv_cache_bytes",))
