@@ -125,3 +125,14 @@ def test_llama_kwargs_hints_say_which_field_differs_not_its_value(capsys):
     out = capsys.readouterr().out
     assert "max_position_embeddings" in out and "默认值" in out
     assert str(want["max_position_embeddings"]) not in out
+
+
+def test_llama_kwargs_accepts_what_any_transformers_config_takes(capsys):
+    """A right answer copied partly from a config.json (``torch_dtype``, ``architectures``,
+    ``model_type``) describes the same network: it passes. A name neither LlamaConfig nor
+    PretrainedConfig knows still fails with the hint about silently ignored names."""
+    from course_lib.solutions import ch11 as sol
+    extras = dict(torch_dtype="bfloat16", architectures=["LlamaForCausalLM"], model_type="llama")
+    assert ch11.llama_kwargs(lambda config: {**sol.llama_kwargs(config), **extras})
+    assert not ch11.llama_kwargs(lambda config: {**sol.llama_kwargs(config), "hidden": 8})
+    assert "LlamaConfig 没有参数 ['hidden']" in capsys.readouterr().out

@@ -202,9 +202,9 @@ def _adapter_bytes_r16_all_attention() -> int:
 
 @exercise("number", "InternLM-tiny 上 r=16、适配 q/k/v/o 四个投影的 float32 适配器张量共多少字节",
           solution=_adapter_bytes_r16_all_attention,
-          question="如果情感适配器改成 InternLM-tiny（隐藏 128、2 层，`internlm.tiny()`）的 `q_proj`、`k_proj`、`v_proj`、`o_proj` 四个投影、"
-                   "r=16，它的 float32 张量一共占多少字节（不含文件头；整数）？第 1 节打印的 zoo 适配器（r=8、"
-                   "每层全部 7 个线性层，157,696 字节）可以用来核对你的做法。")
+          question="如果情感适配器改成 InternLM-tiny（隐藏 128、2 层，即 `course_lib.internlm.tiny()`）的 `q_proj`、`k_proj`、`v_proj`、`o_proj` 四个投影、"
+                   "r=16，它的 float32 张量一共占多少字节（不含文件头；整数）？第 1 节打印的 zoo 适配器（157,696 字节；"
+                   "它是 r=8、每层全部 7 个线性层）可以用来核对你的做法。")
 def ex2(answer) -> bool:
     """Bytes of the float32 adapter tensors (no file header) of LoRA r=16 on q_proj, k_proj,
     v_proj and o_proj of InternLM-tiny."""

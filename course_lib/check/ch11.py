@@ -172,6 +172,14 @@ def _llama_defaults() -> dict:
             if p.default is not inspect.Parameter.empty}
 
 
+def _generic_config_keys() -> set:
+    """What every transformers config accepts besides its own signature (``torch_dtype``,
+    ``architectures``, token ids, ...): copied from a config.json they are legal and leave the
+    network as it is; the network-defining ones among them (``tie_word_embeddings``) are compared."""
+    from transformers import PretrainedConfig
+    return set(PretrainedConfig().to_dict()) | {"torch_dtype", "transformers_version"}
+
+
 def _hidden_configs():
     """Two fixed configurations and one drawn from the hidden inputs."""
     from ..internlm import tiny
@@ -193,7 +201,7 @@ def _kwargs_body(func):
         observe(f"{config.name}（hidden {config.hidden_size}）的返回值是 dict", isinstance(got, dict), True)
         if not isinstance(got, dict):
             raise Mismatch(f"应返回 dict（LlamaConfig 的关键字参数），得到 {type(got).__name__}。")
-        unknown = sorted(set(got) - set(defaults))
+        unknown = sorted(set(got) - set(defaults) - _generic_config_keys())
         observe(f"{config.name}（hidden {config.hidden_size}）：LlamaConfig 不认识的参数", [str(k) for k in unknown], [])
         if unknown:
             raise Mismatch(f"LlamaConfig 没有参数 {unknown}：它把不认识的参数默默收下，模型尺寸却仍用默认值。"
@@ -222,7 +230,7 @@ def _kwargs_body(func):
                    "描述**同一个网络**。第一代 InternLM 与 Llama 的结构有一处不同；"
                    "Llama 的哪些默认值与课程模型不一样？检查函数在三个配置上（两种固定尺寸，外加一个由隐藏输入随机抽取的）"
                    "与课程库里的参考实现 `families.llama_config_kwargs` 逐项比较：dict 里没写的参数按 `LlamaConfig` 的默认值算，"
-                   "`LlamaConfig` 没有的参数名算错。直接调用这个参考实现，笔记本里的检查能通过，"
+                   "`LlamaConfig` 不认识的参数名算错（它从 `PretrainedConfig` 继承的通用参数，如 `torch_dtype`，可以写）。直接调用这个参考实现，笔记本里的检查能通过，"
                    "成绩册却把这样的答案记为“借用”：请自己写。")
 def llama_kwargs(func) -> bool:
     """``func(config)`` -> kwargs; compared (over LlamaConfig's defaults) with families.llama_config_kwargs."""
