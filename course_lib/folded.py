@@ -136,9 +136,8 @@ def fingerprint(lm) -> np.ndarray:
     raw bytes read as 64-bit words (modulo 2**64), so that a change of any one element
     changes its row's number; a vector is one row. Read from host views of the
     parameters (no copy, no cast; NumPy's sums release the GIL, so two threads share the
-    work): 0.07 s for Qwen2.5-0.5B in float16 (1 GB) and 0.21 s for a 1.5B model (3.5 GB)
-    on this 2-core CPU (benchmarks/RESULTS.md, "Real size"). A permutation of one row's elements is not
-    seen (nothing the course does to weights permutes a row)."""
+    work). A permutation of one row's elements is not seen (nothing the course does to
+    weights permutes a row)."""
     def row_sums(param):
         a = np.ascontiguousarray(param.asnumpy())
         rows = a.view(np.uint8).reshape(a.shape[0] if a.ndim == 2 else 1, -1)
