@@ -246,7 +246,8 @@ def engine_kind(model, engine: str = "auto") -> str:
     * "folded" for any other model it can fold, unless the copy (``folded.copy_bytes``)
       would not fit in the host memory available now;
     * "layers" otherwise (a half-precision model then runs operator by operator,
-      ``engine_mode``: 14-25x slower at Qwen2.5-0.5B's size, benchmarks/RESULTS.md,
+      ``engine_mode``: at Qwen2.5-0.5B's size about 1/33 of the folded engine's speed at batch 1,
+      1/13 at batch 8: benchmarks/RESULTS.md,
       "Real size").
 
     On an accelerator a half-precision model takes "layers" (its own kernels compute in

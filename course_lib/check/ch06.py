@@ -362,7 +362,7 @@ def _bloom_slopes() -> list:
 
 
 @exercise("number", "112 个头（BLOOM-176B）的 ALiBi：第 0、63、64、111 个头的斜率", solution=_bloom_slopes,
-          question="BLOOM-176B 也用 ALiBi，它有 **112** 个头（不是 2 的幂）。先不运行代码，按第 4 节的规则手算"
+          question="BLOOM-176B 也用 ALiBi，它有 **112** 个头（不是 2 的幂；[BLOOM 的 config.json](https://huggingface.co/bigscience/bloom/blob/main/config.json) 的 `n_head`）。先不运行代码，按第 4 节的规则手算"
                    "第 0、63、64、111 个头（从 0 数，顺序与 `alibi_slopes` 相同）的斜率，给出 4 个数的列表 "
                    "`[m_0, m_63, m_64, m_111]`：先写成 $2^{-x}$ 再换成小数，每个保留 4 位有效数字"
                    "（相对误差 1e-3 以内算对）。算完可以用你的 `my_alibi_slopes(112)` 核对；"
