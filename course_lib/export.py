@@ -50,16 +50,21 @@ def _meta_path(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
+def weights_kib(model) -> float:
+    """What ``mindspore.train.serialization._save_together`` compares with ``TOTAL_SAVE``
+    when ``ms.export`` writes a MINDIR: ``sys.getsizeof`` of each parameter's bytes / 1024."""
+    return sum((int(p.nbytes) + sys.getsizeof(b"")) / 1024 for p in model.get_parameters())
+
+
 def _check_fits_one_file(model) -> None:
     """Refuse, before writing anything, a model whose weights MindSpore would not keep in the
-    .mindir: ``serialization._save_together`` sums ``sys.getsizeof(bytes) / 1024`` over the
-    parameters and, past ``TOTAL_SAVE`` KiB (1 GiB), writes them into a ``<name>_variables/``
-    folder instead, which this module's one-file save and ``load_mindir`` do not carry."""
+    .mindir: past ``TOTAL_SAVE`` KiB (1 GiB) of ``weights_kib`` it writes them into a
+    ``<name>_variables/`` folder instead, which this module's one-file save and
+    ``load_mindir`` do not carry."""
     from mindspore.train import serialization
-    params = list(model.get_parameters())
-    kib = sum((int(p.nbytes) + sys.getsizeof(b"")) / 1024 for p in params)
+    kib = weights_kib(model)
     if kib > serialization.TOTAL_SAVE:
-        dtypes = sorted({str(p.dtype) for p in params})
+        dtypes = sorted({str(p.dtype) for p in model.get_parameters()})
         raise ValueError(
             f"The model's weights are {kib / 2**20:.2f} GiB ({', '.join(dtypes)}): above MindSpore's "
             f"{serialization.TOTAL_SAVE / 2**20:.0f} GiB one-file limit, ms.export would write them into "

@@ -120,10 +120,9 @@ def test_a_model_mindspore_would_split_is_refused_before_anything_is_written(exp
     (``serialization.TOTAL_SAVE``, KiB) set just below this model's weights, writes a
     ``<name>_variables/`` folder, and just above them writes one file: export_mindir must
     refuse exactly the first case, before writing anything, and export the second."""
-    import sys
     from mindspore.train import serialization
     model, _, _, _ = exported
-    kib = sum((int(p.nbytes) + sys.getsizeof(b"")) / 1024 for p in model.get_parameters())
+    kib = export.weights_kib(model)
     example = Tensor(np.zeros(SHAPE, np.int32))
     for name, limit, splits in (("below", kib * 0.999, True), ("above", kib * 1.001, False)):
         monkeypatch.setattr(serialization, "TOTAL_SAVE", limit)
