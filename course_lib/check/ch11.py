@@ -196,12 +196,13 @@ def _hidden_configs():
 def _kwargs_body(func):
     from ..families import llama_config_kwargs
     defaults = _llama_defaults()
+    known = set(defaults) | _generic_config_keys()
     for config in _hidden_configs():
         got = func(config)
         observe(f"{config.name}（hidden {config.hidden_size}）的返回值是 dict", isinstance(got, dict), True)
         if not isinstance(got, dict):
             raise Mismatch(f"应返回 dict（LlamaConfig 的关键字参数），得到 {type(got).__name__}。")
-        unknown = sorted(set(got) - set(defaults) - _generic_config_keys())
+        unknown = sorted(set(got) - known)
         observe(f"{config.name}（hidden {config.hidden_size}）：LlamaConfig 不认识的参数", [str(k) for k in unknown], [])
         if unknown:
             raise Mismatch(f"LlamaConfig 没有参数 {unknown}：它把不认识的参数默默收下，模型尺寸却仍用默认值。"
