@@ -184,7 +184,7 @@ def _f1(pred, labels) -> float:
           targets=("course_lib.metrics.BinaryF1", "mindspore.train.F1", "mindspore.train.Fbeta",
                    "mindspore.nn.F1", "mindspore.nn.Fbeta"),
           question="**自定义指标。** 写 `MyF1(Metric)`（`from mindspore.train import Metric`）："
-                   "`Metric` 在[第 04 章](04_callbacks.ipynb)第 3 节细讲，这里用到的只有三个方法："
+                   "`Metric` 在[第 04 章](04_callbacks.ipynb)细讲（那里会打印课程自己的 F1 指标的源码：先在这里自己写），这里用到的只有三个方法："
                    "`Model.eval` 开始时调用 `clear()`、每个批次调用一次 `update(...)`、最后调用 `eval()` 取结果；"
                    "脚手架里的 `self._convert_data(x)` 是基类 `Metric` 提供的方法，把 Tensor 或 list 转成 NumPy 数组"
                    "（MindSpore 2.7 `mindspore/train/metrics/metric.py` 第 126–145 行）。"

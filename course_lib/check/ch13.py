@@ -175,7 +175,8 @@ def _gpt_like_state(rng):
                    "`state` 是 PyTorch 的 state_dict（键名 → NumPy 数组），"
                    "`module_types` 告诉你每个模块路径是哪种 torch 模块（`\"Linear\"`、`\"LayerNorm\"` 或 "
                    "`\"Embedding\"`）；返回 MindSpore 参数名 → float32 数组（检查器逐个键比较名字和数值，"
-                   "不能多也不能少）。哪些内置层在 MindSpore 里改了参数名？权重的布局要不要变？")
+                   "不能多也不能少）。哪些内置层在 MindSpore 里改了参数名？权重的布局要不要变？"
+                   "不要调用 `mapping.torch_state_to_mindspore` 或 `mapping.builtin_param_name`：成绩册把用它们得到的答案记为“借用”。")
 def convert_state_dict(func) -> bool:
     """``func(state, module_types)`` -> {MindSpore name: array}, compared key by key."""
     def body():
