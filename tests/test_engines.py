@@ -57,10 +57,12 @@ def engines_for(model):
 
 
 def recompute_logits(model, ids):
-    """Logits of the last token after each prefix, the PyNative forward on the whole prefix."""
+    """Logits of the last token after each prefix: the PyNative forward on the whole
+    sequence, whose row t sees tokens 0..t only (a causal model; no layout here depends on the
+    sequence's length: ``dynamic`` RoPE changes nothing within ``max_seq_len``). A mask that
+    let a row see later tokens would make this reference differ from the engines, not agree."""
     with cl.runtime.execution_mode("pynative"):
-        return np.stack([model(Tensor(np.asarray([ids[:t]], np.int32)))[0, -1].asnumpy()
-                         for t in range(1, len(ids) + 1)])
+        return model(Tensor(np.asarray([ids], np.int32)))[0].asnumpy()
 
 
 def engine_logits(model, prompts, new, engine):
