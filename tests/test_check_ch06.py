@@ -3,7 +3,6 @@ reference and reject realistic wrong solutions with their hint (python -m course
 import numpy as np
 
 from course_lib.check import all_exercises, ch06
-from course_lib.check.__main__ import self_test_one
 from judging import judged as _judged
 
 
@@ -55,11 +54,11 @@ def test_ex4_devices():
     assert not ch06.ex4(8) and not ch06.ex4(16)
 
 
-def test_code_checkers_accept_reference_and_reject_wrong_with_hint():
+def test_code_checkers_have_wrong_variants():
+    """Each is run against its reference and wrong variants by test_check_self.py."""
     exercises = all_exercises()
     for name in ("ch06.rms_norm", "ch06.alibi_slopes", "ch06.attention_bias", "ch06.decoder_layer"):
         assert exercises[name].kind == "code" and len(exercises[name].wrong) >= 2
-        assert self_test_one(exercises[name]) == []
 
 
 def test_scaffold_says_not_implemented(capsys):

@@ -4,7 +4,6 @@ import math
 import numpy as np
 
 from course_lib.check import all_exercises, ch07
-from course_lib.check.__main__ import self_test_one
 from judging import judged as _judged
 
 
@@ -48,11 +47,11 @@ def test_ex4_kv_cache_bytes():
         assert not ch07.ex4(2 * cfg_layers * 256 * cfg_hidden * 4)
 
 
-def test_code_checkers_accept_reference_and_reject_wrong_with_hint():
+def test_code_checkers_have_wrong_variants():
+    """Each is run against its reference and wrong variants by test_check_self.py."""
     exercises = all_exercises()
     for name in ("ch07.top_p", "ch07.repetition_penalty", "ch07.append_kv"):
         assert exercises[name].kind == "code" and len(exercises[name].wrong) >= 2
-        assert self_test_one(exercises[name]) == []
 
 
 def test_an_error_stays_in_the_check_that_caused_it(capsys):

@@ -3,7 +3,6 @@ a wrong one; the code checkers accept the reference and reject wrong code with i
 import numpy as np
 
 from course_lib.check import all_exercises, ch08
-from course_lib.check.__main__ import self_test_one
 
 
 def test_ch08(capsys, tokenizer):
@@ -47,11 +46,11 @@ def test_ex1_and_ex2_match_the_library():
     assert abs(100 * counts.trainable / counts.total - _ex2()) < 1e-9
 
 
-def test_code_checkers_accept_reference_and_reject_wrong_with_hint():
+def test_code_checkers_have_wrong_variants():
+    """Each is run against its reference and wrong variants by test_check_self.py."""
     exercises = all_exercises()
     for name in ("ch08.lora_forward", "ch08.replace_layer"):
         assert exercises[name].kind == "code" and len(exercises[name].wrong) >= 2
-        assert self_test_one(exercises[name]) == []
 
 
 def test_the_seeds_setattr_is_diagnosed(capsys):

@@ -2,7 +2,6 @@
 import numpy as np
 
 from course_lib.check import all_exercises, ch09
-from course_lib.check.__main__ import self_test_one
 from judging import judged as _judged
 
 
@@ -48,11 +47,11 @@ def test_ex1_is_what_the_pipeline_does(tokenizer):
     assert real == 2 * SERVING["reviews"]
 
 
-def test_code_checkers_accept_reference_and_reject_wrong_with_hint():
+def test_code_checkers_have_wrong_variants():
+    """Each is run against its reference and wrong variants by test_check_self.py."""
     exercises = all_exercises()
     for name in ("ch09.fold_lora", "ch09.export_for_serving"):
         assert exercises[name].kind == "code" and len(exercises[name].wrong) >= 2
-        assert self_test_one(exercises[name]) == []
 
 
 def test_the_judge_reads_the_exported_file(capsys):
