@@ -4,6 +4,8 @@ The code exercises are self-contained: arrays in, arrays out, compared with the 
 reference in ``course_lib.solutions.ch12`` (no inference-engine internals)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..solutions import ch12 as sol
@@ -188,6 +190,9 @@ def _serve_passes() -> int:
     return len(serve(model, make_requests([[3, 4, 5]] * 10, 5), max_batch=4).passes)
 
 
+_served_passes = functools.cache(_serve_passes)      # one serve run per process, however often ex1 asks
+
+
 @exercise("number", "10 个请求、每个 5 个 token、max_batch=4：serve 做几次前向", solution=_serve_passes,
           question="10 个请求同时到达（提示都是 3 个 token），每个都恰好生成 5 个 token（不会遇到 EOS），"
                    "`max_batch=4`：`inference.serve` 一共做了多少次前向计算（预填充和解码步都算，每次调用模型算一次）？"
@@ -197,7 +202,7 @@ def _serve_passes() -> int:
 def ex1(answer) -> bool:
     """10 requests at t=0, each generating exactly 5 tokens (no EOS), max_batch=4: how many
     forward passes (prefills + decode steps) does ``inference.serve`` make?"""
-    return check_number(answer, _serve_passes(), name="ch12.ex1", integer=True,
+    return check_number(answer, _served_passes(), name="ch12.ex1", integer=True,
                         hint="回到第 2 节 serve 每一轮做的四件事：哪几步调用了模型？一个请求的 5 个 token "
                              "分别来自哪一次前向？max_batch=4 时，哪些请求能一起走完这些前向？")
 
