@@ -11,10 +11,11 @@ pair differs in ONE thing:
                   GRAPH_MODE: the whole Cell is compiled.
 
 PyNative dispatches operators asynchronously by default; ``ms.runtime.launch_blocking()``
-makes it synchronous and cannot be switched off again in the process. ``compare_in_fresh_processes``
-therefore runs every (kind, dispatch) pair in a new Python process. All runs compute the
-same losses from the same weights and batches (checked in chapter 14); they differ in how
-long the first call takes (compilation) and how fast later steps run.
+makes it synchronous, and ``mindspore.runtime`` has no call that switches it off again (MindSpore
+2.7 ``mindspore/runtime/executor.py`` l.26-42). ``compare_in_fresh_processes`` therefore runs
+every (kind, dispatch) pair in a new Python process. All runs compute the same losses from
+the same weights and batches (checked in chapter 14); they differ in how long the first call
+takes (compilation) and how fast later steps run.
 """
 from __future__ import annotations
 
