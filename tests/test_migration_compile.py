@@ -75,15 +75,16 @@ def _batch(rng, lengths):
     return inputs, labels
 
 
+ROUNDS = 2                       # replays of each strategy's stream, in turns (run_streams)
+
+
 @pytest.fixture(scope="module")
 def stream_results():
     rng = np.random.default_rng(1)
     # lengths 10, 20, 10, 30, 20: three distinct shapes, two buckets (16, 32)
     batches = [_batch(rng, rows) for rows in ([10, 4], [20, 7], [3, 10], [30, 12], [20, 20])]
     model = native_demo.build(GPT)
-    results = {s: cs.run_stream(lambda: EvalCell(model), batches, s, buckets=(16, 32))
-               for s in cs.STRATEGIES}
-    return batches, results
+    return batches, cs.run_streams(lambda: EvalCell(model), batches, buckets=(16, 32), rounds=ROUNDS)
 
 
 @pytest.mark.slow
@@ -108,16 +109,31 @@ def test_bucketed_and_dynamic_compile_less(stream_results):
 
 @pytest.mark.slow
 def test_the_steady_time_replays_the_same_calls_without_compiling(stream_results):
-    """Each strategy's steady time is the median of a replay of every batch of the stream
+    """Each strategy's steady time is the median of its replays of every batch of the stream
     on the warm Cell: the same calls for every strategy (static's first pass compiled 3 of
     its 5, so a median over its non-compiling calls would cover only 2), and none compiles."""
     batches, r = stream_results
     for s, res in r.items():
-        assert len(res.replay_seconds) == len(batches) and res.replay_compiles == 0, s
+        assert len(res.replay_seconds) == ROUNDS * len(batches) and res.replay_compiles == 0, s
         assert res.steady_seconds == float(np.median(res.replay_seconds)), s
     cold = cs.run_stream(lambda: EvalCell(native_demo.build(GPT)), batches[:2], "static",
                          replay=False)
     assert cold.replay_seconds == [] and np.isnan(cold.steady_seconds)
+
+
+def test_run_streams_replays_the_strategies_in_turns_reversed_every_other_round(monkeypatch):
+    """The order of the replays: every strategy once per round, the order reversed every
+    other round (a change in load then falls on all of them); each stream's cold pass first."""
+    order = []
+    monkeypatch.setattr(cs, "run_stream", lambda make, batches, s, replay, **kw:
+                        order.append(("cold", s)) or cs.StreamResult(s))
+    monkeypatch.setattr(cs, "replay_once", lambda result: order.append(("replay", result.strategy)))
+    results = cs.run_streams(None, [], ("a", "b", "c"), rounds=3)
+    assert list(results) == ["a", "b", "c"]
+    assert order == [("cold", "a"), ("cold", "b"), ("cold", "c"),
+                     *[("replay", s) for s in "abc" + "cba" + "abc"]]
+    with pytest.raises(ValueError, match="rounds must be a positive int"):
+        cs.run_streams(None, [], rounds=0)
 
 
 @pytest.mark.slow

@@ -196,7 +196,9 @@ class StreamResult:
     given_tokens: int = 0      # positions of the batches as the collator made them
     computed_tokens: int = 0   # positions the model actually processed (after bucketing)
     replay_seconds: list = field(default_factory=list)   # the same calls again, warm
-    replay_compiles: int = 0   # graphs built during the replay (0 expected)
+    replay_compiles: int = 0   # graphs built during the replays (0 expected)
+    cell: object = field(default=None, repr=False)         # the warm Cell, for more replays
+    calls: list = field(default_factory=list, repr=False)  # its calls' Tensor arguments
 
     @property
     def compiles(self) -> int:
@@ -213,8 +215,9 @@ class StreamResult:
 
     @property
     def steady_seconds(self) -> float:
-        """Median time per call of the replay: every batch of the stream once more, on the
-        warm Cell, so each strategy's median is over the same calls (nan without a replay)."""
+        """Median time per call of the replays: every batch of the stream once more per
+        replay, on the warm Cell, so each strategy's median is over the same calls (nan
+        without a replay)."""
         return float(np.median(self.replay_seconds)) if self.replay_seconds else float("nan")
 
     @property
@@ -238,8 +241,9 @@ def run_stream(make_cell: Callable[[], object], batches, strategy: str,
                replay: bool = True) -> StreamResult:
     """Feed ``batches`` [(inputs, labels)] to a fresh ``make_cell()`` in GRAPH mode under
     ``strategy`` and record, per call, the length, wall time and graphs compiled. With
-    ``replay``, the same calls then run once more on the warm Cell (``replay_seconds``):
-    the steady time per batch, over the same batches for every strategy.
+    ``replay``, the same calls then run once more on the warm Cell (``replay_once``): the
+    steady time per batch, over the same batches for every strategy (``run_streams``
+    replays the strategies in turns instead).
 
     ``make_cell`` must return a NEW Cell each time (e.g. ``lambda: EvalCell(model)``):
     compiled graphs are cached per Cell instance, so a reused Cell would start warm."""
@@ -265,11 +269,35 @@ def run_stream(make_cell: Callable[[], object], batches, strategy: str,
             result.records.append(CallRecord(length, int(inputs.shape[1]), seconds, compiled, out))
             result.real_tokens += int((labels != IGNORE_INDEX).sum())
             result.computed_tokens += int(inputs.size)
-        for args in calls if replay else ():
-            seconds, compiled, _ = _timed_call(cell, args)
+    result.cell, result.calls = cell, calls
+    if replay:
+        replay_once(result)
+    return result
+
+
+def replay_once(result: StreamResult) -> None:
+    """Every call of ``result``'s stream once more on its warm Cell, under its strategy's
+    settings: the times go to ``replay_seconds``, graphs built to ``replay_compiles``."""
+    with execution_mode("graph"), _env(AUTO_DYNAMIC_ENV, "1" if result.strategy == "auto" else None):
+        for args in result.calls:
+            seconds, compiled, _ = _timed_call(result.cell, args)
             result.replay_seconds.append(seconds)
             result.replay_compiles += compiled
-    return result
+
+
+def run_streams(make_cell: Callable[[], object], batches, strategies: Sequence[str] = STRATEGIES,
+                rounds: int = 3, **options) -> dict:
+    """{strategy: StreamResult}: each strategy's stream from a fresh Cell (``run_stream``,
+    one strategy after another: the compiling calls), then ``rounds`` replays in which the
+    strategies take turns, the order reversed every other round, so that a change in the
+    machine's load falls on every strategy's steady time. ``options``: ``buckets``, ``pad_id``."""
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive int, got {rounds!r}")
+    results = {s: run_stream(make_cell, batches, s, replay=False, **options) for s in strategies}
+    for r in range(rounds):
+        for s in (list(results) if r % 2 == 0 else list(results)[::-1]):
+            replay_once(results[s])
+    return results
 
 
 def _timed_call(cell, args):
