@@ -90,11 +90,11 @@ def _ascend_settings(ms) -> str:
     mindspore.jit's default O0. Returns what was set, for the status line."""
     device_id = os.environ.get("DEVICE_ID")
     ms.set_device("Ascend", *([int(device_id)] if device_id else []))
-    if os.environ.get("COURSE_ASCEND_MEMORY"):
-        ms.runtime.set_memory(max_size=os.environ["COURSE_ASCEND_MEMORY"])
-    memory = ms.get_context("max_device_memory")
-    return (f"card {ms.get_context('device_id')} | jit_level {ms.get_context('jit_level') or 'O0'}"
-            f" | memory pool {'whole card' if memory >= 1024 else f'<= {memory:g} GB'}")
+    cap = os.environ.get("COURSE_ASCEND_MEMORY")
+    if cap:                 # says what was set: set_memory leaves get_context("max_device_memory")
+        ms.runtime.set_memory(max_size=cap)          # as it was (MindSpore 2.7, seen on the CPU)
+    return (f"card {ms.get_context('device_id')} | jit_level {ms.get_context('jit_level') or 'O0 (default)'}"
+            f" | memory pool {f'<= {cap}' if cap else 'whole card'}")
 
 
 def setup(device: str | None = None, mode: str = "pynative", seed: int = 42,
