@@ -7,9 +7,10 @@ Both fill the same ``run_context.original_args()`` fields (``cur_step_num``,
 Learning rate inside a callback
 * WRONG: ``optimizer.learning_rate = x`` (:class:`NaiveLRSetter`). A float raises
   TypeError (the attribute is a Parameter). A Tensor replaces the Parameter's storage:
-  GRAPH mode happens to pick it up, but in PyNative the optimizer step is a compiled
-  (``@jit``) function still reading the old storage — the update silently becomes 0 or
-  garbage (see :func:`probe_lr`).
+  GRAPH mode picks it up, but in PyNative the step measurably uses another value — the
+  update silently becomes 0 or garbage (:func:`probe_lr` measures it). Why PyNative differs
+  is not established; chapter 04 gives its hypothesis (the compiled ``@jit`` optimizer step
+  reading the old storage) as a hypothesis.
 * RIGHT: write into the existing Parameter with ``ops.assign`` (:class:`AssignLR`),
   MindSpore's ``LearningRateScheduler`` (which does exactly that), or give the optimizer a
   per-step list (dynamic lr: no callback at all).
