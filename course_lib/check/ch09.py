@@ -23,12 +23,12 @@ def _solutions():
                  (lambda: _solutions().wrong_fold_delta_only, "忘了加上原来的 W"),
                  (lambda: _solutions().wrong_fold_inverted, "倒过来")),
           targets=("course_lib.lora.merge_lora", "course_lib.lora.LoRADense.delta_weight"),
-          question="在第 2 节“练习 1（写代码）：把 LoRA 折叠进权重”的脚手架里写 `my_fold_lora(W, A, B, alpha, r)`："
+          question="在第 2 节“写代码：把 LoRA 折叠进权重”的脚手架里写 `my_fold_lora(W, A, B, alpha, r)`："
                    "把 LoRA 旁路折叠进权重：返回新权重 $W'$，使普通 Dense 的 $W'x + b$ 等于 LoRA 层的 "
                    "$Wx + b + \\frac{\\alpha}{r}B(Ax)$"
                    "（输入是 NumPy float64 数组：W 形状 (out, in)，A 为 (r, in)，B 为 (out, r)；`alpha`、`r` 是数；"
                    "返回 (out, in) 的数组）。检查函数在三种层尺寸和秩（含非方阵）上，用隐藏的随机 "
-                   "W、A、B 与库里 `LoRADense` 的 `delta_weight()` 比较合并后的权重（误差 1e-6 以内），"
+                   "W、A、B 与库里 `LoRADense` 的 `delta_weight()` 比较合并后的权重（逐元素 `np.allclose`，绝对误差 1e-6、相对误差 1e-4），"
                    "再用它算一个普通 Dense 的输出，与 LoRA 层的输出比较。")
 def fold_lora(func) -> bool:
     """A plain Dense with weight ``func(W, A, B, alpha, r)`` must compute what
@@ -102,7 +102,7 @@ class _TinyTagger:
                  (lambda: _solutions().wrong_export_swapped_shape, "形状"),
                  (lambda: _solutions().wrong_export_int64, "int64")),
           targets=("course_lib.export.export_mindir",),
-          question="在第 3 节“练习 2（写代码）：亲手调用 `ms.export`”的脚手架里写 `my_export(net, path, batch_size, seq_len)`："
+          question="在第 3 节“写代码：亲手调用 `ms.export`”的脚手架里写 `my_export(net, path, batch_size, seq_len)`："
                    "把一个“int32 token id (batch, seq) → logits”的网络导出成 `<path>.mindir`（`path` 是不带扩展名的 "
                    "`pathlib.Path`），不返回值。网络交给你时处在训练模式（它有 dropout）；导出的图要给出推理模式下的输出，"
                    "并接受形状 (batch_size, seq_len) 的 int32 输入——与服务时送进来的完全一样。检查函数用 "
