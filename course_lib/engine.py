@@ -31,8 +31,9 @@ def engine_mode(model) -> str:
     """How the layers' engine runs (``DecodeEngine``; the folded one always compiles):
     compiled ("graph"), except for a half-precision model on CPU, which runs it operator
     by operator ("pynative"). In GRAPH mode on CPU a float16 model's generate peaked at
-    3.12x its weights + KV cache in host memory, PyNative at 1.023x (our hypothesis: the
-    graph computes float16 weights through float32 copies kept in its memory pool;
+    3.128x its weights + KV cache in host memory, PyNative at 1.016x (16 new tokens; 3.12x
+    and 1.023x with 48; our hypothesis: the graph computes float16 weights through float32
+    copies kept in its memory pool;
     benchmarks/RESULTS.md, "Host memory of float16 generation": a 4-layer model,
     the runtime's fixed ~180 MB taken out by a warm-up); tests/test_generation_memory.py
     asserts PyNative <= 1.2x and GRAPH mode > 1.2x."""
