@@ -128,3 +128,11 @@ def test_the_package_has_no_import_circle(tmp_path):
     (planted / "sub" / "b.py").write_text("def f():\n    from ..a import g\n")
     (planted / "c.py").write_text("from . import a\n")
     assert import_circles(planted) == [["pkg.a", "pkg.sub.b"]]
+
+
+def test_chapter_00_map_lists_exactly_the_notebooks_in_order():
+    """Chapter 00's course map (a markdown table) names every notebook of the folder, in order."""
+    nb = json.loads((NOTEBOOKS / "00_setup_and_tour.ipynb").read_text(encoding="utf-8"))
+    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    listed = re.findall(r"`(\d\d_\w+\.ipynb)`", text)
+    assert listed == sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
