@@ -34,7 +34,7 @@ def _bucket_bug(got_i, got_l, want_i, want_l, inputs, pad_id) -> str:
                 "因果注意力里每个真实 token 会看到它前面的哪些位置？位置编号从哪里开始？")
     if got_i.shape == want_i.shape and (got_l[:, t:] == pad_id).all() and t < got_l.shape[1]:
         return (f"labels 的填充位置填了 pad_id={pad_id}：这些位置会被算进损失（模型被训练去预测填充符）。"
-                "第 2 节开头的数据整理器怎样让填充位置不计入损失？")
+                "第 05 章的 `causal_lm_loss` 不计入哪些位置？第 2 节开头的数据整理器也是这样处理填充位置的。")
     return ""
 
 
