@@ -112,7 +112,7 @@ SHIFT_HINT = ("每个位置的标签是它的下一个 token（第 7 节）：�
           targets=("course_lib.pipelines.BlockSource",),
           question="**语言模型的输入与标签。** 写 `shift_for_lm(row)`："
                    "`row` 是打包后的一行（`BLOCK + 1` 个 token），返回 `(input_ids, labels)`，"
-                   "两者都是 int32、长度比 `row` 少 1（本章的行是 `BLOCK`；检查器也用别的行长测试），标签是下一个 token。用法（`blocks_` 是第 7 节打包出的行）："
+                   "两者都是 int32、长度比 `row` 少 1（本章返回的两者长 `BLOCK`；检查器也用别的行长测试），标签是下一个 token。用法（`blocks_` 是第 7 节打包出的行）："
                    '`ds.NumpySlicesDataset({"row": blocks_}).map(shift_for_lm, input_columns="row", output_columns=["input_ids", "labels"])`。'
                    "不要调用第 7 节的 `pipelines.BlockSource`：它做的正是这件事，成绩册把这样得到的答案记为“借用”。")
 def shift_for_lm(fn) -> bool:

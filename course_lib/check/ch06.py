@@ -101,8 +101,8 @@ ALIBI_ELSEWHERE = ("transformers.models.bloom.modeling_bloom.build_alibi_tensor"
           targets=("course_lib.layers.alibi_slopes", *ALIBI_ELSEWHERE),
           question="在第 4 节“写代码：ALiBi 斜率”的脚手架里按第 4 节的规则写 `my_alibi_slopes(num_heads)`，"
                    "返回长度为 `num_heads` 的斜率列表（头数是 2 的幂和不是 2 的幂都要对）。"
-                   "自己按规则写：调用课程的 `layers.alibi_slopes`，或第 4 节拿来核对的 transformers 里 BLOOM、Falcon 的 "
-                   "`build_alibi_tensor`，笔记本里的检查能通过，成绩册却把这样的答案记为“借用”。")
+                   "请按规则自己写。直接调用课程的 `layers.alibi_slopes`，或第 4 节拿来核对的 BLOOM 的 `build_alibi_tensor`"
+                   "（Falcon 的同名函数也一样），笔记本里的检查也会通过，但成绩册把这样的答案记为“借用”。")
 def alibi_slopes(func) -> bool:
     """``func(n)`` must equal ``layers.alibi_slopes(n)`` for every head count 1..64."""
     def body():
@@ -368,7 +368,7 @@ def _bloom_slopes() -> list:
                    "第 0、63、64、111 个头（从 0 数，顺序与 `alibi_slopes` 相同）的斜率，给出 4 个数的列表 "
                    "`[m_0, m_63, m_64, m_111]`：先写成 $2^{-x}$ 再换成小数，每个保留 4 位有效数字"
                    "（相对误差 1e-3 以内算对）。算完可以用你的 `my_alibi_slopes(112)` 核对；"
-                   "不要调用课程的 `alibi_slopes`，也不要调用第 4 节拿来核对的 BLOOM（或 Falcon）的 `build_alibi_tensor`：成绩册把用它们得到的答案记为“借用”。",
+                   "不要调用课程的 `alibi_slopes`，也不要调用第 4 节拿来核对的 BLOOM 的 `build_alibi_tensor`（transformers 里 Falcon 的同名函数也一样）：成绩册把用它们得到的答案记为“借用”。",
           targets=("course_lib.layers.alibi_slopes", *ALIBI_ELSEWHERE))
 def ex1(answer) -> bool:
     """Slopes of heads 0, 63, 64 and 111 of a 112-head ALiBi model (BLOOM-176B; 112 is not a
