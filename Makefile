@@ -85,7 +85,7 @@ record: venv kernel
 	$(HEADLESS_ENV) $(BIN)/python tools/record_notebook.py --scale $(SCALE) $(NB)
 
 # Maintainers: rebuild the shipped base in data/base/ from scratch (full-scale recipe of
-# course_lib.zoo, about 10 min on 2 cores); then update its SHA-256 and perplexity in
+# course_lib.zoo, about 11 min on 2 cores: 645-664 s in RESULTS.md); then update its SHA-256 and perplexity in
 # data/README.md (tests/test_shipped_base.py checks them).
 base: venv
 	$(HEADLESS_ENV) $(BIN)/python -m course_lib.zoo build-base
