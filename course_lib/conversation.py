@@ -4,12 +4,11 @@ was fine-tuned on, its stop ids, and text streamed as it is generated.
 Baichuan-13B-Chat (``modeling_baichuan.py``, ``BaichuanForCausalLM._build_chat_input``;
 ids from its ``generation_config.json``)::
 
-    for each message: [user_token_id=195] + encode(content)      (role "user")
-                      [assistant_token_id=196] + encode(content) (role "assistant")
+    for each message: [user_token_id=195] + encode(content)                     (role "user")
+                      [assistant_token_id=196] + encode(content) + [eos_token_id=2] (role "assistant")
     then [196] — the model writes the answer and ends it with eos_token_id=2.
-    One difference from ``_build_chat_input``: it appends eos_token_id after each history
-    answer; Baichuan2's ``generation_utils.build_chat_input`` does not, and this code follows
-    Baichuan2 (chapter 15 says so; which one the released model was tuned on is unverified).
+    (Baichuan2's ``generation_utils.build_chat_input`` puts no eos after a history answer;
+    this is the 13B model's own file, which its ``chat()`` calls.)
     History is dropped from the oldest round when longer than
     max(model_max_length // 2, model_max_length - max_new_tokens) tokens (left-truncated).
 
@@ -140,9 +139,9 @@ def _check_messages(messages) -> list[dict]:
 
 def baichuan_prompt(tokenizer, messages, gen_cfg: dict, model_max_length: int,
                     max_new_tokens: int) -> list[int]:
-    """Baichuan-13B-Chat's prompt: ``_build_chat_input``'s layout and truncation (newest rounds
-    first, left-truncated), without an eos after history answers (as Baichuan2; module doc)."""
+    """Baichuan-13B-Chat's ``_build_chat_input``: newest rounds first, left-truncated."""
     user, assistant = gen_cfg.get("user_token_id", 195), gen_cfg.get("assistant_token_id", 196)
+    eos = gen_cfg.get("eos_token_id", 2)
     max_input = max(model_max_length // 2, model_max_length - max_new_tokens)
     total, round_ids = [], []
     for m in reversed(_check_messages(messages)):
@@ -156,7 +155,7 @@ def baichuan_prompt(tokenizer, messages, gen_cfg: dict, model_max_length: int,
                 break
             round_ids = []
         else:
-            round_ids = [assistant] + content + round_ids
+            round_ids = [assistant] + content + [eos] + round_ids
     return total[-max_input:] + [assistant]
 
 

@@ -48,9 +48,9 @@ def test_baichuan_prompt_ids_are_the_real_format(dirs):
     d = dirs["baichuan-13b"]
     sp = spm.SentencePieceProcessor(model_file=str(d / "tokenizer.model"))
     # modeling_baichuan._build_chat_input: [user_token_id] + tokenizer.encode(content) per user
-    # turn, [assistant_token_id] + encode(content) per answer, then [assistant_token_id];
-    # BaichuanTokenizer.encode adds <s>=1 (add_bos_token defaults to True).
-    want = ([195, 1] + sp.encode("你好") + [196, 1] + sp.encode("有什么事？")
+    # turn, [assistant_token_id] + encode(content) + [eos_token_id] per answer, then
+    # [assistant_token_id]; BaichuanTokenizer.encode adds <s>=1 (add_bos_token defaults to True).
+    want = ([195, 1] + sp.encode("你好") + [196, 1] + sp.encode("有什么事？") + [2]
             + [195, 1] + sp.encode("讲个故事") + [196])
     tok = load_hf_tokenizer(d)
     model = ScriptedModel("baichuan-13b", tok.vocab_size, [2],
