@@ -1,8 +1,8 @@
 """What a learner's notebook defined before an exercise cell, and what of it the cell needs.
 
 A learner writes an exercise the way the page invites: with the imports, functions, classes
-and small data that the notebook's earlier cells made (``blocks`` imported in section 3,
-``math`` in the first cell, ``probe_lr`` imported in section 0). The grader judges the cell in
+and small data that the notebook's earlier cells made (``blocks`` imported in chapter 01's
+section 4, ``math`` in chapter 06's first cell, ``probe_lr`` in chapter 04). The grader judges the cell in
 that context, without re-running the whole notebook (which would train for minutes): before
 the exercise cell it runs the *context*, the top-level statements of the earlier code cells
 that the cell depends on, found from the code:
