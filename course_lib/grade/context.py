@@ -2,10 +2,10 @@
 
 A learner writes an exercise the way the page invites: with the imports, functions, classes
 and small data that the notebook's earlier cells made (``blocks`` imported in chapter 01's
-section 4, ``math`` in chapter 06's first cell, ``probe_lr`` in chapter 04). The grader judges the cell in
-that context, without re-running the whole notebook (which would train for minutes): before
-the exercise cell it runs the *context*, the top-level statements of the earlier code cells
-that the cell depends on, found from the code:
+section 4, ``math`` in chapter 06's first cell, ``probe_lr`` in chapter 04). The grader
+judges the cell in that context, without re-running the whole notebook (which would train
+for minutes): before the exercise cell it runs the *context*, the top-level statements of
+the earlier code cells that the cell depends on, found from the code:
 
 * every import, and the course's configuration calls (``cl.setup(...)``, ``ms.set_context``,
   seeds, ``os.environ[...] = ...``), in notebook order: what they do to the process (mindnlp's
