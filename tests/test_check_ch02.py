@@ -117,6 +117,24 @@ def test_a_float16_loss_is_told_to_compute_in_float32_on_every_draw(monkeypatch,
         assert ch02.label_smoothing_loss(_MySmoothCE)
 
 
+def test_f1_wrong_answers_fail_with_their_hint_whatever_the_salt(monkeypatch, capsys):
+    """The grader draws new hidden inputs per session (a random salt). On a few draws the last
+    batch's F1 equalled the whole evaluation's, and a metric that overwrites its counts was
+    graded pass (a CI run on 2026-12-07 hit one). The checker now redraws until every named
+    wrong answer differs."""
+    from course_lib.solutions import ch02 as sol
+    misses = []
+    for salt in range(60):
+        monkeypatch.setenv("COURSE_CHECK_SALT", str(salt))
+        for wrong, hint in ((sol.wrong_f1_last_batch, "而不是覆盖"), (sol.wrong_f1_no_clear, "clear"),
+                            (sol.wrong_f1_precision, "精确率")):
+            ok, out = ch02.f1_metric(wrong), capsys.readouterr().out
+            if ok or hint not in out:
+                misses.append((salt, wrong.__name__))
+        assert ch02.f1_metric(_MyF1), salt
+    assert not misses
+
+
 def test_number_hints_name_the_wrong_path_not_the_method(capsys):
     splits = review_splits()
     val = [y for _, y in splits.validation]

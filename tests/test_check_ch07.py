@@ -101,3 +101,19 @@ def test_the_judge_sees_what_the_checker_sees(capsys):
     def crashes_on_concat(past_k, past_v, k, v):          # a failing step is observed, not skipped
         return sol.wrong_append_heads_axis(past_k, past_v, k, v)
     assert _judged(ch07.append_kv, crashes_on_concat, sol.append_kv) == "fail"
+
+
+def test_top_p_wrong_answers_get_their_hint_whatever_the_salt(monkeypatch, capsys):
+    """The grader draws new hidden logits per session. On some draws a mask left in sorted
+    order was told it kept the least probable token, and stopping one token early (which keeps
+    nothing when the best token alone reaches p) was not told it falls short of p."""
+    from course_lib.solutions import ch07 as sol
+    misses = []
+    for salt in range(200):
+        monkeypatch.setenv("COURSE_CHECK_SALT", str(salt))
+        for wrong, hint in ((sol.wrong_top_p_stops_early, "不到 p"), (sol.wrong_top_p_ascending, "哪一端"),
+                            (sol.wrong_top_p_not_unsorted, "原来词表")):
+            ok, out = ch07.top_p(wrong), capsys.readouterr().out
+            if ok or hint not in out:
+                misses.append((salt, wrong.__name__))
+    assert not misses

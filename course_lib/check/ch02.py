@@ -177,6 +177,43 @@ def _f1(pred, labels) -> float:
     return 2 * tp / max(2 * tp + fp + fn, 1), tp, fp, fn
 
 
+def _f1_evaluations(rng):
+    """The four evaluations' batches (logits, labels), drawn again until every wrong answer
+    the hints name gives a different F1 on them, whatever the grading session's salt: the
+    last batch alone, a count not cleared between evaluations, precision, recall. The last
+    evaluation is all negative (TP = FP = FN = 0)."""
+    import numpy as np
+    while True:
+        runs = []
+        for sizes in ([1, 7, 3], [5, 2], [4], [3, 2]):
+            logits = [rng.normal(size=(b, 2)).astype(np.float32) for b in sizes]
+            labels = [rng.integers(0, 2, size=b).astype(np.int32) for b in sizes]
+            runs.append((logits, labels))
+        runs[-1] = ([np.sort(lg, axis=-1)[:, ::-1].copy() for lg in runs[-1][0]],
+                    [np.zeros_like(lb) for lb in runs[-1][1]])
+        if _f1_discriminates(runs):
+            return runs
+
+
+def _f1_discriminates(runs) -> bool:
+    """In every evaluation but the all-negative one, F1 and what each named wrong answer
+    returns there differ pairwise, so each wrong answer fails with its own hint."""
+    import numpy as np
+    counts = np.zeros(3, dtype=int)
+    for r, (logits, labels) in enumerate(runs[:-1]):
+        pred, truth = np.concatenate([lg.argmax(-1) for lg in logits]), np.concatenate(labels)
+        f1, tp, fp, fn = _f1(pred, truth)
+        counts = counts + (tp, fp, fn)               # what a metric that never clears counts
+        values = [f1, tp / max(tp + fp, 1), tp / max(tp + fn, 1)]
+        if len(labels) > 1:
+            values.append(_f1(logits[-1].argmax(-1), labels[-1])[0])
+        if r > 0:
+            values.append(2 * counts[0] / max(2 * counts[0] + counts[1] + counts[2], 1))
+        if min(abs(a - b) for i, a in enumerate(values) for b in values[i + 1:]) < 1e-3:
+            return False
+    return True
+
+
 @exercise("code", "写一个自定义指标 nn.Metric：正类的 F1（clear / update / eval），交给 Model(metrics=...)",
           solution=_sol("F1"),
           wrong=((_sol("wrong_f1_last_batch"), "累加"), (_sol("wrong_f1_no_clear"), "clear"),
@@ -201,16 +238,10 @@ def f1_metric(cls) -> bool:
     def body():
         import mindspore as ms
         import numpy as np
-        rng = hidden_rng(0)
         metric = cls()
-        runs = [[1, 7, 3], [5, 2], [4], [3, 2]]        # batch sizes of four evaluations
-        for r, sizes in enumerate(runs):
+        for r, (logits, labels) in enumerate(_f1_evaluations(hidden_rng(0))):
+            sizes = [len(lb) for lb in labels]
             metric.clear()
-            logits = [rng.normal(size=(b, 2)).astype(np.float32) for b in sizes]
-            labels = [rng.integers(0, 2, size=b).astype(np.int32) for b in sizes]
-            if r == len(runs) - 1:                     # all negative: TP = FP = FN = 0
-                logits = [np.sort(lg, axis=-1)[:, ::-1].copy() for lg in logits]
-                labels = [np.zeros_like(lb) for lb in labels]
             for lg, lb in zip(logits, labels):
                 metric.update(ms.Tensor(lg), ms.Tensor(lb))
             pred, truth = np.concatenate([lg.argmax(-1) for lg in logits]), np.concatenate(labels)

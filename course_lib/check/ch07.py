@@ -64,13 +64,17 @@ def _diagnose_top_p(got, want, x, p, what) -> None:
                        "保留的词返回原来的 logit（不要返回概率或重新归一化）。")
     for row in range(len(x)):
         if not kept_g[row].any():
-            raise Mismatch(f"{what}：第 {row} 行一个词都没留下：至少要保留概率最大的那个词。")
+            raise Mismatch(f"{what}：第 {row} 行一个词都没留下：至少要保留概率最大的那个词。"
+                           "一个词都不留，留下的概率加起来是 0，不到 p（题目：保留到累计概率第一次 ≥ p 的那个词为止）。")
         if np.array_equal(kept_g[row], kept_w[row]):
             continue
         order = np.argsort(-x[row], kind="stable")
         rank_g = sorted(np.flatnonzero(kept_g[row][order]).tolist())
         n_want = int(kept_w[row].sum())
-        if kept_g[row][order[-1]] and not kept_w[row][order[-1]]:
+        if np.array_equal(kept_g[row], np.arange(len(order)) < n_want):
+            bug = ("留下的个数对，但留下的是词表里排在最前面的那几个位置：掩码是在排序后的顺序里算的，"
+                   "它对应的是原来词表里的哪些位置？")
+        elif kept_g[row][order[-1]] and not kept_w[row][order[-1]]:
             bug = "留下了概率最小的词：累加是从哪一端开始的？（第 6 节开头：top-p 留下的是最可能的那一小批词）"
         elif rank_g == list(range(len(rank_g))):             # a prefix of the best tokens
             if len(rank_g) == n_want - 1:
