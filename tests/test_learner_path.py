@@ -11,6 +11,10 @@ Four learners hand in the whole course (tests/learners/chNN.py holds their answe
 * ``wrong``: each cell holds the WRONG answer: the exercises it names "fail" with a hint
   containing the expected text, the cell's other answers "pass".
 
+The grader draws new hidden inputs for each grading session (a random ``COURSE_CHECK_SALT``);
+here the salt is fixed, so that a run repeats. That every declared wrong answer fails with its
+hint under other salts too is tested in-process (tests/test_check_salts.py).
+
 The RIGHT answers also pass in the notebooks themselves: ``make test`` runs copies of the
 notebooks with each answer after its exercise cell under nbval (tools/learner_notebooks.py).
 """
@@ -30,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import learners  # noqa: E402
 
 CHAPTERS = sorted(notebooks.EXERCISE_CELLS)
+LEARNER_SALT = 20261207
 
 
 def _answers(nn: str):
@@ -53,7 +58,7 @@ def graded(tmp_path_factory):
     learners.learner_folder(root / "tried", {k: s + "\n# 运行过一次\n" for k, s in scaffolds.items()})
     learners.learner_folder(root / "right", {(nn, k): _answers(nn).RIGHT[k] for nn, k, _ in _cells()})
     learners.learner_folder(root / "wrong", {(nn, k): _answers(nn).WRONG[k][0] for nn, k, _ in _cells()})
-    return grading.grade(root, out_csv=root / "gradebook.csv")
+    return grading.grade(root, out_csv=root / "gradebook.csv", salt=LEARNER_SALT)
 
 
 def test_every_exercise_has_a_right_and_a_wrong_answer():

@@ -1,7 +1,8 @@
-"""python -m course_lib.check --list | --self-test [NAME ...]"""
+"""python -m course_lib.check --list | --self-test [--salts K] [NAME ...]"""
 from __future__ import annotations
 
 import argparse
+import os
 import dataclasses
 import contextlib
 import io
@@ -139,6 +140,9 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="one line per exercise: name, kind, task")
     ap.add_argument("--self-test", action="store_true",
                     help="every checker accepts its reference and rejects wrong solutions")
+    ap.add_argument("--salts", type=int, default=0, metavar="K",
+                    help="--self-test again under each grading salt 1..K (the gradebook draws a "
+                         "random one per session: the hidden inputs change with it)")
     ap.add_argument("names", nargs="*", help="restrict --self-test to these exercises (or chNN)")
     args = ap.parse_args(argv)
     exercises = all_exercises()
@@ -148,12 +152,20 @@ def main(argv=None) -> int:
     if args.self_test:
         chosen = [e for n, e in exercises.items()
                   if not args.names or n in args.names or n.split(".")[0] in args.names]
-        problems = []
-        for ex in chosen:
-            found = self_test_one(ex)
-            print(f"{'ok  ' if not found else 'FAIL'} {ex.name}", flush=True)
-            problems += found
-        print("\n".join(problems) if problems else f"self-test: {len(chosen)} exercises as expected")
+        problems, before = [], os.environ.get("COURSE_CHECK_SALT")
+        for salt in [before, *map(str, range(1, args.salts + 1))]:
+            os.environ.pop("COURSE_CHECK_SALT", None)
+            os.environ.update({} if salt is None else {"COURSE_CHECK_SALT": salt})
+            label = "" if salt is None else f"salt {salt}: "
+            for ex in chosen:
+                found = [label + p for p in self_test_one(ex)]
+                print(f"{'ok  ' if not found else 'FAIL'} {label}{ex.name}", flush=True)
+                problems += found
+        os.environ.pop("COURSE_CHECK_SALT", None)
+        os.environ.update({} if before is None else {"COURSE_CHECK_SALT": before})
+        salts = f" under {args.salts + 1} salts" if args.salts else ""
+        print("\n".join(problems) if problems else
+              f"self-test: {len(chosen)} exercises as expected{salts}")
         return 1 if problems else 0
     if not (args.list or args.self_test):
         ap.print_help()

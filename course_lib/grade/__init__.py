@@ -175,10 +175,10 @@ def _reference_specs(tasks: list, timeout: float) -> dict:
                  max(4 * timeout, 300.0)) for ch, names in wanted.items()}
 
 
-def _run_and_judge(tasks: list, decided: dict, timeout: float, jobs) -> None:
+def _run_and_judge(tasks: list, decided: dict, timeout: float, jobs, salt: int | None) -> None:
     """Run the reference checks and the learners' chapters; judge every cell's data here."""
     refs = _reference_specs(tasks, timeout)
-    salt = {"COURSE_CHECK_SALT": str(secrets.randbelow(2**31))}
+    salt = {"COURSE_CHECK_SALT": str(secrets.randbelow(2**31) if salt is None else int(salt))}
     outcomes, cells = runner.run(tasks, list(refs.values()), timeout, jobs, salt)
     references = {}
     for (_, kwargs, _), (status, value) in zip(refs.values(), outcomes):
@@ -195,18 +195,20 @@ def _run_and_judge(tasks: list, decided: dict, timeout: float, jobs) -> None:
 
 
 def grade(submissions_dir, out_csv=None, html=None, timeout: float = DEFAULT_TIMEOUT,
-          jobs: int | None = None, course_dir=None, feedback=None) -> Gradebook:
+          jobs: int | None = None, course_dir=None, feedback=None,
+          salt: int | None = None) -> Gradebook:
     """Grade every learner found in ``submissions_dir`` (see ``notebooks.find_learners``);
     write the CSV / HTML report and the per-learner feedback pages (``feedback``: a folder;
     default ``feedback/`` next to the CSV or HTML) when paths are given; return the
-    :class:`Gradebook`."""
+    :class:`Gradebook`. ``salt`` picks the checkers' hidden inputs (``COURSE_CHECK_SALT``);
+    by default each call draws a new one, and a test fixes it so that a run repeats."""
     if not timeout or float(timeout) <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     course_dir = Path(course_dir or notebooks.COURSE_NOTEBOOKS)
     learners = notebooks.find_learners(Path(submissions_dir), course_dir)
     cells = notebooks.course_cells(course_dir)
     decided, tasks = _plan(learners, cells)
-    _run_and_judge(_audited(tasks, decided), decided, float(timeout), jobs)
+    _run_and_judge(_audited(tasks, decided), decided, float(timeout), jobs, salt)
     chapters = {ch: tuple(ex for cell in groups for ex in cell.exercises)
                 for ch, groups in cells.items()}
     book = Gradebook(chapters, {who: {ex: decided[who][ex] for grp in chapters.values()
