@@ -20,7 +20,7 @@ from mindspore import nn
 from mindspore.train import Callback
 
 from .classifier import build_model
-from .runtime import MODES, execution_mode
+from .runtime import MODES, execution_mode, turn_order
 from .training import AdamW, LossCell, TrainStep
 from .validate import is_int
 
@@ -161,9 +161,10 @@ def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[
 def alternate_train_steps(trainers: dict, rounds: int = 5, steps: int = 10) -> dict[str, float]:
     """Median seconds per optimizer step of each ``LLMTrainer`` in ``trainers`` (name ->
     trainer), timed in ALTERNATING rounds: one untimed step each first (it compiles the GRAPH
-    step), then ``rounds`` rounds in which every trainer runs ``steps`` steps in turn. Load
-    that comes and goes hits every trainer alike, which two runs timed one after the other
-    cannot promise. Each trainer's schedule needs ``1 + rounds * steps`` steps left."""
+    step), then ``rounds`` rounds in which every trainer runs ``steps`` steps in turn, the
+    order reversed every other round (``runtime.turn_order``). Load that comes and goes hits
+    every trainer alike, which two runs timed one after the other cannot promise. Each
+    trainer's schedule needs ``1 + rounds * steps`` steps left."""
     for name, value in (("rounds", rounds), ("steps", steps)):
         if not is_int(value) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
@@ -175,8 +176,9 @@ def alternate_train_steps(trainers: dict, rounds: int = 5, steps: int = 10) -> d
     for trainer in trainers.values():
         trainer.train(steps=1)                      # compiles; not timed
     timings: dict[str, list[float]] = {name: [] for name in trainers}
-    for _ in range(rounds):
-        for name, trainer in trainers.items():
+    for r in range(rounds):
+        for name in turn_order(trainers, r):
+            trainer = trainers[name]
             start = time.perf_counter()
             trainer.train(steps=steps)
             timings[name].append((time.perf_counter() - start) / steps)

@@ -313,6 +313,14 @@ def run_isolated(func, /, *, timeout: float = 600, env: dict | None = None,
     return job if background else job.result()
 
 
+def turn_order(items, round_index: int) -> list:
+    """The order in which ``items`` take their turn in round ``round_index`` (from 0) of an
+    alternating measurement: as given in even rounds, reversed in odd ones, so that neither
+    goes first every time (a load that rises or falls during a round then falls on both)."""
+    items = list(items)
+    return items if round_index % 2 == 0 else items[::-1]
+
+
 def interactive() -> bool:
     """False when notebooks run headless (``make test``/``make course`` set COURSE_HEADLESS=1):
     widgets and live plots then fall back to a final static picture."""

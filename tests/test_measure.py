@@ -124,14 +124,15 @@ class _FakeTrainer:
         self.clock[0] += self.cost * steps
 
 
-def test_alternate_train_steps_warms_up_then_alternates_rounds(monkeypatch):
+def test_alternate_train_steps_warms_up_then_alternates_rounds_reversed_every_other(monkeypatch):
     clock, calls = [0.0], []
     trainers = {"lora": _FakeTrainer("lora", 0.5, 7, clock, calls),
                 "full": _FakeTrainer("full", 2.0, 9, clock, calls)}
     monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
     seconds = measure.alternate_train_steps(trainers, rounds=3, steps=2)
     assert seconds == {"lora": 0.5, "full": 2.0}
-    assert calls == [("lora", 1), ("full", 1)] + [(n, 2) for _ in range(3) for n in ("lora", "full")]
+    assert calls == [("lora", 1), ("full", 1), ("lora", 2), ("full", 2), ("full", 2), ("lora", 2),
+                     ("lora", 2), ("full", 2)]
 
 
 def test_alternate_train_steps_refuses_a_schedule_too_short():

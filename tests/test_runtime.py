@@ -212,3 +212,8 @@ def test_shown_hides_the_machines_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     assert cl.shown(f"saved to {tmp_path}/ch07") == "saved to .cache/ch07"
     assert cl.shown("/etc/hosts") == "/etc/hosts"
+
+
+def test_turn_order_reverses_every_other_round():
+    assert [runtime.turn_order("abc", r) for r in range(3)] == [list("abc"), list("cba"), list("abc")]
+    assert runtime.turn_order({"x": 1, "y": 2}, 1) == ["y", "x"]

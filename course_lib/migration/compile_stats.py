@@ -40,7 +40,7 @@ from mindspore import Tensor, ops
 
 from ..layers import MASK_VALUE
 from ..pipelines import IGNORE_INDEX
-from ..runtime import execution_mode
+from ..runtime import execution_mode, turn_order
 
 STRATEGIES = ("static", "bucketed", "dynamic", "auto")
 AUTO_DYNAMIC_ENV = "MS_AUTO_DYNAMIC_SHAPE_ENABLE"
@@ -295,7 +295,7 @@ def run_streams(make_cell: Callable[[], object], batches, strategies: Sequence[s
         raise ValueError(f"rounds must be a positive int, got {rounds!r}")
     results = {s: run_stream(make_cell, batches, s, replay=False, **options) for s in strategies}
     for r in range(rounds):
-        for s in (list(results) if r % 2 == 0 else list(results)[::-1]):
+        for s in turn_order(results, r):
             replay_once(results[s])
     return results
 

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..runtime import run_isolated
+from ..runtime import run_isolated, turn_order
 from .demo_data import DemoConfig, initial_weights, training_batches
 
 BACKENDS = ("torch", "mindtorch", "mindspore")
@@ -342,7 +342,7 @@ def compare_speed(inputs_path, lr: float = 0.3, steps: int | None = None,
     runs = list(runs)
     by_run = {run: [] for run in runs}
     for r in range(rounds):
-        for b, blocking in (runs if r % 2 == 0 else runs[::-1]):
+        for b, blocking in turn_order(runs, r):
             by_run[(b, blocking)].append(
                 run_isolated(time_steps, backend=b, inputs_path=str(inputs_path), lr=float(lr),
                              blocking=bool(blocking), steps=steps, timeout=timeout, env=env))
