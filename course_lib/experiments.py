@@ -3,7 +3,8 @@
 * ``decode_ms_by_position`` — milliseconds per generated token at each position, with the
   KV cache (the compiled decode step ``generate`` uses, or the PyNative step with a growing
   cache: flat) or without it (the whole sequence recomputed every step in PyNative: grows
-  with the position) — notebook 07's plot, benchmarks/bench_kv_cache.py;
+  with the position) — benchmarks/bench_kv_cache.py; ``decode_ms_in_turns`` runs several
+  such settings in alternating rounds — notebook 07's plot and width comparison;
 * ``static_generate`` / ``pynative_step_seconds`` — seconds per decode step of an engine
   with a static cache (``engine``: the layers' ``DecodeEngine`` or the ``FoldedEngine``; run
   in PyNative or GRAPH mode) and of the PyNative growing-cache step (notebook 12 compares
@@ -20,11 +21,12 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .generation import cache_bucket, compiled_prefill, decode_step, eos_set, prefill
+from .runtime import turn_order
 
 
 @dataclass
@@ -69,6 +71,23 @@ def decode_ms_by_position(model, prompt_ids, new_tokens: int, use_cache: bool = 
     tokens, positions, _ = runs[0]
     ms = np.min([r[2] for r in runs], 0)
     return DecodeTimes(use_cache, engine, np.asarray(positions), ms, tokens, load)
+
+
+def decode_ms_in_turns(settings: dict, rounds: int = 3) -> dict:
+    """{name: DecodeTimes}: ``settings`` maps a name to the keyword arguments of
+    ``decode_ms_by_position`` (``model``, ``prompt_ids``, ``new_tokens``, ``use_cache``,
+    ``compiled``). Each setting decodes once per round, the settings taking turns and the order
+    reversed every other round (``runtime.turn_order``); each position keeps its fastest time
+    of the rounds. ``repeats`` runs one setting's decodes back to back, so a load that comes or
+    goes can fall on one setting only; here it falls on all of them."""
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+    done: dict = {name: [] for name in settings}
+    for r in range(rounds):
+        for name in turn_order(settings, r):
+            done[name].append(decode_ms_by_position(**settings[name], warmup=r == 0))
+    return {name: replace(runs[0], ms=np.min([run.ms for run in runs], 0))
+            for name, runs in done.items()}
 
 
 def _timed_greedy(model, prompt, new_tokens, use_cache: bool, slots):

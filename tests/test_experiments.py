@@ -38,3 +38,20 @@ def test_decode_times_errors(model):
         decode_ms_by_position(model, PROMPT, 10_000)
     with pytest.raises(ValueError, match="repeats >= 1"):
         decode_ms_by_position(model, PROMPT, 4, repeats=0)
+
+
+def test_decode_in_turns_alternates_the_settings_and_keeps_each_positions_fastest(model, monkeypatch):
+    from course_lib import experiments
+    calls, fake_ms = [], iter([[3.0, 1.0], [2.0, 5.0], [4.0, 4.0], [1.0, 9.0], [6.0, 6.0], [5.0, 0.5]])
+
+    def fake(model, prompt_ids, new_tokens, use_cache, compiled, warmup):
+        calls.append((use_cache, warmup))
+        return experiments.DecodeTimes(use_cache, False, np.array([6, 7]), np.array(next(fake_ms)), [], (0.0,))
+    monkeypatch.setattr(experiments, "decode_ms_by_position", fake)
+    settings = {name: dict(model=model, prompt_ids=PROMPT, new_tokens=3, use_cache=name == "with", compiled=False)
+                for name in ("with", "without")}
+    runs = experiments.decode_ms_in_turns(settings, rounds=3)
+    assert calls == [(True, True), (False, True), (False, False), (True, False), (True, False), (False, False)]
+    assert runs["with"].ms.tolist() == [1.0, 1.0] and runs["without"].ms.tolist() == [2.0, 0.5]
+    with pytest.raises(ValueError, match="rounds must be an int >= 1"):
+        experiments.decode_ms_in_turns(settings, rounds=0)
