@@ -20,14 +20,15 @@ def _solutions():
           solution=lambda: _solutions().RMSNorm,
           wrong=((lambda: _solutions().wrong_rms_norm_mean, "减去了均值"),
                  (lambda: _solutions().wrong_rms_norm_no_weight, "没有乘 weight"),
-                 (lambda: _solutions().wrong_rms_norm_axis, "轴")),
+                 (lambda: _solutions().wrong_rms_norm_axis, "轴"),
+                 (lambda: _solutions().wrong_rms_norm_float16, "65504")),
           targets=("course_lib.layers.RMSNorm",),
           question="在第 3 节“写代码：RMSNorm”的脚手架里写 `MyRMSNorm(hidden_size, eps=1e-6)`："
                    "不减均值、没有偏置，只有一个形状 (hidden_size,)、初始为 1 的权重，"
                    "参数名必须是 `weight`（它就是 Hugging Face 检查点里的 `input_layernorm.weight`）；"
                    "`construct` 对最后一维归一化。输入也可能是 float16：在 float32 里归一化，输出转回输入的 dtype。"
                    "检查器先把参考实现的随机权重复制给你的层（所以权重的初值不计分），在 batch 1、2、3 的 float32 输入"
-                   "（容差 1e-4）和 batch 2 的 float16 输入（容差 2e-2）上比较参数名、输出和梯度。")
+                   "（容差 1e-4）和 batch 2 的 float16 输入（数值大到几百，像大模型里常见的激活；容差 2e-2）上比较参数名、输出和梯度。")
 def rms_norm(cls) -> bool:
     """``cls(hidden_size, eps)`` must compute what ``layers.RMSNorm`` computes."""
     def body():
@@ -47,14 +48,15 @@ def rms_norm(cls) -> bool:
             want = ref(Tensor(x)).asnumpy()
             got = mine(Tensor(x)).asnumpy()
             _diagnose_rms(got, want, x, ref.weight.asnumpy(), shape)
-        x16 = Tensor(rng.standard_normal((2, 3, hidden)).astype(np.float16))
+        x16 = Tensor((rng.standard_normal((2, 3, hidden)) * 300).astype(np.float16))   # some |x| > 256
         got16 = mine(x16)
         observe("float16 输入时输出的 dtype", str(got16.dtype), "Float16")
         if got16.dtype != ms.float16:
             raise Mismatch(f"float16 的输入，你的输出是 {got16.dtype}：题目要求在 float32 里归一化，"
                            "输出再转回输入的 dtype（第 3 节开头）。")
         compare(got16.astype(ms.float32), ref(x16).astype(ms.float32), "float16 输入的输出",
-                atol=2e-2, rtol=2e-2, bug="float32 输入都对，float16 输入不对：题目要求在 float32 里归一化、"
+                atol=2e-2, rtol=2e-2, bug="float32 输入都对，float16 输入不对：这些输入有的大到几百，"
+                                          "它的平方超出了 float16 能表示的最大值 65504。题目要求在 float32 里归一化、"
                                           "输出转回输入的 dtype（第 3 节开头）。")
         compare_grads(mine, ref, [Tensor(rng.standard_normal((2, 4, hidden)).astype(np.float32))])
     return run_code_check("ch06.rms_norm", "对照第 3 节 RMSNorm 的公式逐项检查：在哪一维求均方根、"

@@ -45,6 +45,14 @@ class wrong_rms_norm_no_weight(RMSNorm):
         return x * ops.rsqrt((x * x).mean(-1, keep_dims=True) + self.eps)
 
 
+class wrong_rms_norm_float16(RMSNorm):
+    """Normalises in the input's dtype: x * x overflows float16 once |x| passes 256."""
+
+    def construct(self, x):
+        variance = (x * x).mean(-1, keep_dims=True)
+        return self.weight.astype(x.dtype) * (x * ops.rsqrt(variance + self.eps))
+
+
 class wrong_rms_norm_axis(RMSNorm):
     """Averages over the sequence axis instead of the features."""
 
