@@ -345,16 +345,24 @@ def _layer(name: str):
 
 
 def _family_hint(missing: list[str], unexpected: list[str]) -> str | None:
-    def has(names, part):
-        return any(part in n for n in names)
+    """Which model the checkpoint belongs to, and a conversion only where it can work: fusing
+    or splitting q/k/v moves no bias, so none is offered when one side has q/k/v/o biases."""
+    def has(names, *parts):
+        return any(part in n for n in names for part in parts)
+    biases = (".q_proj.bias", ".o_proj.bias")
     if has(unexpected, ".W_pack.") and has(missing, ".q_proj."):
-        return ("the checkpoint is Baichuan-format (fused W_pack) but the model has separate "
-                "q/k/v projections: build a BaichuanForCausalLM, or convert the state dict with "
-                "split_w_pack(state)")
+        head = ("the checkpoint is Baichuan-format (fused W_pack) but the model has separate "
+                "q/k/v projections: build a BaichuanForCausalLM")
+        return head + (" (the model's q/k/v/o biases are not in a Baichuan checkpoint, so "
+                       "split_w_pack alone cannot fill them)" if has(missing, *biases) else
+                       ", or convert the state dict with split_w_pack(state)")
     if has(unexpected, ".q_proj.") and has(missing, ".W_pack."):
-        return ("the checkpoint has separate q_proj/k_proj/v_proj (InternLM/Llama format) but "
-                "the model uses Baichuan's fused W_pack: build an InternLMForCausalLM, or "
-                "convert the state dict with fuse_qkv(state)")
+        head = ("the checkpoint has separate q_proj/k_proj/v_proj (InternLM/Llama format) but "
+                "the model uses Baichuan's fused W_pack")
+        if has(unexpected, *biases):
+            return head + (": build an InternLMForCausalLM (the checkpoint's q/k/v/o biases "
+                           "have no place in Baichuan's layers, so fuse_qkv alone cannot help)")
+        return head + ": build a model with separate q/k/v, or convert the state dict with fuse_qkv(state)"
     return None
 
 

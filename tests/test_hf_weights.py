@@ -128,10 +128,22 @@ def test_wrong_shape(model):
 
 def test_wrong_family_both_ways(model):
     intern = InternLMForCausalLM(internlm.tiny(hidden_size=32, num_heads=4))
-    with pytest.raises(CheckpointError, match=r"Baichuan-format.*split_w_pack"):
+    with pytest.raises(CheckpointError, match=r"Baichuan-format.*BaichuanForCausalLM \(the model's q/k/v/o biases"):
         load_weights(intern, state_dict(model))
-    with pytest.raises(CheckpointError, match=r"InternLM/Llama format.*fuse_qkv"):
+    with pytest.raises(CheckpointError, match=r"InternLM/Llama format.*InternLMForCausalLM \(the checkpoint's q/k/v/o biases"):
         load_weights(BaichuanForCausalLM(model.config), state_dict(intern))
+
+
+def test_a_qkv_conversion_is_offered_only_where_no_bias_is_in_the_way(model):
+    """fuse_qkv / split_w_pack move no bias: offered for a bias-free checkpoint only (before
+    2026-12-07 the message offered fuse_qkv for an InternLM checkpoint, whose biases it keeps)."""
+    intern = InternLMForCausalLM(internlm.tiny(hidden_size=32, num_heads=4))
+    no_bias = {k: v for k, v in state_dict(intern).items() if not k.endswith("_proj.bias")}
+    with pytest.raises(CheckpointError, match=r"InternLM/Llama format.*or convert the state dict with fuse_qkv"):
+        load_weights(BaichuanForCausalLM(model.config), no_bias)
+    with pytest.raises(CheckpointError) as err:
+        load_weights(BaichuanForCausalLM(model.config), state_dict(intern))
+    assert "fuse_qkv(state)" not in str(err.value)
 
 
 def test_integer_tensor_rejected(model):
