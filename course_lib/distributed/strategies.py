@@ -8,8 +8,9 @@ Five ideas, each answering "what does one device hold?":
                              column-parallel q/k/v/gate/up, row-parallel o/down (Megatron-LM).
 * **pipeline parallel**    — the *layers* are split into stages; micro-batches flow through.
 * **optimizer parallel**   — MindSpore's name for ZeRO-style sharding: under SEMI_AUTO /
-                             AUTO_PARALLEL the AdamW moments (and, at higher levels, gradients
-                             and weights) are split across the data-parallel devices; under
+                             AUTO_PARALLEL the weights and the AdamW moments (level1, the
+                             default; level2 adds the gradients: parallel/auto_parallel.py
+                             454-467) are split across the data-parallel devices; under
                              DATA_PARALLEL (Lamb, AdamWeightDecay, AdaFactor on Ascend only)
                              each device updates one group of parameters and broadcasts it.
 * **recomputation**        — nothing is split: activations are recomputed in the backward
@@ -58,7 +59,7 @@ STRATEGIES = (
              "cell.pipeline_stage = s; pipeline_stages=P; nn.PipelineCell(net, micro_batches)",
              "refused: semi_auto needs Ascend/GPU (cpu_refusals runs it)"),
     Strategy("optimizer parallel",
-             "SEMI_AUTO: AdamW moments (+ grads, weights); DATA_PARALLEL: the update, by parameter group",
+             "SEMI_AUTO: weights + AdamW moments (level2: + grads); DATA_PARALLEL: the update, by parameter group",
              "SEMI_AUTO: reduce-scatter grads, all-gather weights; DATA_PARALLEL: broadcast of the updated groups",
              "enable_parallel_optimizer=True: SEMI_AUTO/AUTO_PARALLEL with any optimizer (Ascend, GPU; "
              "AutoParallel.hsdp()), or DATA_PARALLEL with Lamb/AdamWeightDecay/AdaFactor (Ascend only)",
