@@ -138,7 +138,7 @@ def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[
     * ``"TrainStep (pynative)"``: the same step executed op by op.
 
     The steps are INTERLEAVED (one of each kind per round, after a compiling warm-up call
-    each), so a busy machine slows all kinds alike; ``pynative_steps`` (default ``steps``)
+    each; the order reversed every other round), so a busy machine slows all kinds alike; ``pynative_steps`` (default ``steps``)
     limits the slow eager kind to the first rounds. ``make_model``/``make_data`` build
     fresh objects (seed inside ``make_model``)."""
     pynative_steps = steps if pynative_steps is None else pynative_steps
@@ -152,7 +152,8 @@ def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[
     for kind, (_, mode) in STEPS.items():      # compile (graph) / first-run overheads, untimed
         _seconds(cells[kind], mode, batches[0])
     for i, batch in enumerate(batches[1:]):
-        for kind, (_, mode) in STEPS.items():
+        for kind in turn_order(STEPS, i):              # the order reversed every other round
+            mode = STEPS[kind][1]
             if mode == "graph" or i < pynative_steps - 1:
                 timings[kind].append(_seconds(cells[kind], mode, batch))
     return {kind: float(np.median(t)) for kind, t in timings.items()}

@@ -21,7 +21,7 @@ def _model():
     return TinyLM()
 
 
-def test_compare_train_steps_times_each_kind_in_its_mode_interleaved(monkeypatch):
+def test_compare_train_steps_times_each_kind_in_its_mode_interleaved_reversed_every_other_round(monkeypatch):
     clock, calls = [0.0], []
     real_build = measure._build_step
 
@@ -43,7 +43,8 @@ def test_compare_train_steps_times_each_kind_in_its_mode_interleaved(monkeypatch
     modes = {kinds[0]: graph, kinds[1]: graph, kinds[2]: eager}
     expected = [(k, modes[k]) for k in kinds]                       # warm-up, one each
     expected += [(k, modes[k]) for k in kinds]                      # round 1: all three
-    expected += [(k, modes[k]) for _ in range(3) for k in kinds[:2]]   # rounds 2-4: graph only
+    for r in range(1, 4):                                           # rounds 2-4: graph only,
+        expected += [(k, modes[k]) for k in (kinds[:2] if r % 2 == 0 else kinds[1::-1])]  # reversed
     assert calls == expected
 
 
