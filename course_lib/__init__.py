@@ -21,7 +21,7 @@ this table equal to the notebooks' imports):
                                    tokenizer, training
     07 pre-training, generation .. baichuan, callbacks, data, experiments, generation,
                                    hf_weights, layers, memory, pipelines, plots, pretrained,
-                                   tokenizer, trainer, zoo
+                                   runtime, tokenizer, trainer, zoo
     08 InternLM + LoRA ........... data, generation, internlm, lora, measure, memory, pipelines,
                                    sft, zoo
     09 merge, export, deploy ..... export, lora, sft, zoo

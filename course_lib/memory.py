@@ -19,7 +19,8 @@ Assumptions (state them whenever you quote a number):
   silu(gate), product)  =  ``8h + 4f + a·s`` values. FlashAttention-style kernels drop
   ``a·s`` (they recompute it). Full recomputation keeps only each layer's input (h values)
   plus one layer's activations while it is recomputed. The head keeps float32 logits
-  (4·V bytes per token) for the cross-entropy.
+  (4·V bytes per token) for the cross-entropy and its input (the final norm's input and
+  output, two h-vectors of 16-bit values: 4h bytes per token).
 * **Parallelism** (Megatron-LM / ZeRO conventions, the paper's stages; in MindSpore:
   ``tensor``/``pipeline`` parallel and the *parallel optimizer*, whose ``optimizer_level``
   levels do not map one to one: its docs say level1 already shards the weights and

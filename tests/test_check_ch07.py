@@ -1,5 +1,6 @@
 """Notebook 07 checkers accept the reference answers and reject wrong ones."""
 import math
+import os
 
 import numpy as np
 
@@ -117,3 +118,17 @@ def test_top_p_wrong_answers_get_their_hint_whatever_the_salt(monkeypatch, capsy
             if ok or hint not in out:
                 misses.append((salt, wrong.__name__))
     assert not misses
+
+
+def test_salts_repeat_the_self_test_under_each_grading_salt(capsys, monkeypatch):
+    """``--salts K``: the gradebook draws a random salt per session, so the self-test runs again
+    under salts 1..K; ch07.top_p's hidden logits change with the salt (it was salt-dependent:
+    salts 1 and 2 gave wrong variants the wrong hint before 2026-12-07). In-process: top_p
+    imports NumPy only, and the salt is put back afterwards."""
+    from course_lib.check.__main__ import main
+    monkeypatch.delenv("COURSE_CHECK_SALT", raising=False)
+    assert main(["--self-test", "--salts", "2", "ch07.top_p"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("ok")]
+    assert lines == ["ok   ch07.top_p"] + [f"ok   salt {s}: ch07.top_p" for s in (1, 2)]
+    assert "as expected under 3 salts" in out and "COURSE_CHECK_SALT" not in os.environ

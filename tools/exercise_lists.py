@@ -69,7 +69,7 @@ def render_block(exercises) -> str:
     code = [ex for ex in exercises if ex.kind == "code"]
     numbers = [ex for ex in exercises if ex.kind == "number"]
     kinds = (["代码题运行你的代码，在同样的输入上与参考实现比较"] if code else []) + \
-        (["数字题按题目写明的精度比较"] if numbers else [])
+        (["计算题按题目写明的精度比较"] if numbers else [])
     parts = [BEGIN, GRADING.format(kinds="，".join(kinds), untouched="脚手架" if code else "练习单元")]
     if code:
         parts.append("\n".join(_item("- ", "写代码：" + ex.question + CODE_CALL.format(name=ex.name))

@@ -50,7 +50,8 @@ def _bucket_bug(got_i, got_l, want_i, want_l, inputs, pad_id) -> str:
           question="在第 2 节“分桶填充”的脚手架里写 `my_pad_to_bucket(inputs, labels, buckets, pad_id=0)`："
                    "`inputs`、`labels` 是 (B, T) 的整数数组，`buckets` 是几个允许的长度（升序），"
                    "把这一批填充到**能装下它的最小的桶**（T 恰好等于某个桶时就用这个桶），"
-                   "返回填充后的 `(inputs, labels)`；`inputs` 的填充位置填 `pad_id`。填充在哪一边、`labels` 的填充位置填什么，"
+                   "返回填充后的 `(inputs, labels)`；`inputs` 的填充位置填 `pad_id`。填充在哪一边、`labels` 的填充位置填什么"
+                   "（课程的损失函数跳过哪个标签值，[第 05 章](05_llm_trainer.ipynb)讲过），"
                    "才能让（不带 attention mask 的）因果语言模型的损失不变？比最大的桶还长时，"
                    "抛出 `ValueError`（检查器只检查异常的类型；消息里写上这一批的长度和最大的桶，排错时用得上）。"
                    "不要调用第 2 节打印的 `compile_stats.bucket_length` / `pad_batch`：成绩册把用到它们的答案记为“借用”。")
