@@ -20,9 +20,11 @@ def test_ch08(capsys, tokenizer):
     assert ch08.ex2(ref) and ch08.ex2(round(ref, 3)) and ch08.ex2(0.147)
     assert not ch08.ex2(1.583 * 8000 / 103_168)               # scaled like the vocabulary
     assert not ch08.ex2(100 * lora / (2 * 103_168 * 128))     # only the embeddings in the total
-    # ex3: labels kept = tokens of 正面 + <|end|>
-    assert ch08.ex3(len(tokenizer.encode("正面")) + 1)
-    assert not ch08.ex3(len(tokenizer.encode("正面")))
+    # ex3: labels kept = tokens of the answer sentence + <|end|>; the page's own example
+    # (正面 / 负面, 3) is not the answer
+    assert ch08.ex3(len(tokenizer.encode("这是一条正面评论")) + 1)
+    assert not ch08.ex3(len(tokenizer.encode("这是一条正面评论")))
+    assert not ch08.ex3(len(tokenizer.encode("正面")) + 1)
     # ex4: fp16 weights of every parameter + 16 bytes per adapter parameter
     lora = 32 * 4 * 64 * 8192
     ref = (7_321_948_160 * 2 + 16 * lora) / 2**30

@@ -234,20 +234,26 @@ def ex2(answer) -> bool:
                              "LoRA 新增的参数和词表有关吗？第 9 节解释了这个小模型为什么只减少了约九成八。")
 
 
+LONG_ANSWER = "这是一条正面评论"
+
+
 def _ex3() -> int:
+    from ..sft import instruction
     from ..tokenizer import load_tokenizer
-    return len(load_tokenizer().encode("正面")) + 1          # answer tokens + <|end|>
+    _, learned = load_tokenizer().encode_chat(instruction("质量很好"), LONG_ANSWER)
+    return int(sum(learned))                                  # the answer's tokens + <|end|>
 
 
-@exercise("number", "一条正面评论的 SFT 样本里有多少个标签位置不是 IGNORE_INDEX", solution=_ex3,
-          question="一条**正面**评论的 SFT 样本（`sft.encode_example` 编码的）里，有多少个标签位置**不是** "
-                   "`IGNORE_INDEX`？（整数）")
+@exercise("number", "回答换成一句话后，一条 SFT 样本里有多少个标签位置不是 IGNORE_INDEX", solution=_ex3,
+          question=f"第 2 节的 SFT 样本里，助手的回答是“正面”或“负面”。如果把正面评论的回答换成一句话"
+                   f"“{LONG_ANSWER}”（对话模板、指令和评论都不变，评论不长、不会被截断），"
+                   "这样一条样本（`sft.encode_example` 的做法）里有多少个标签位置**不是** `IGNORE_INDEX`？（整数）")
 def ex3(answer) -> bool:
-    """How many label positions are NOT IGNORE_INDEX in the SFT example of a positive
-    review (answer 正面) — i.e. how many tokens does the loss learn per example?"""
+    """How many label positions are NOT IGNORE_INDEX in an SFT example whose answer is the
+    sentence LONG_ANSWER — i.e. how many tokens does the loss learn per example?"""
     return check_number(answer, _ex3(), name="ch08.ex3", integer=True, rel=0,
                         hint="回到第 2 节：提示词、回答、结尾标记、填充，各自位置上的标签是什么？"
-                             "第 2 节第二格打印了一条负面评论的损失学的是哪段文字；正面评论的回答是另一段文字，数一数它编码成几个 token。")
+                             "第 2 节第二格打印了一条样本的损失学的是哪段文字；换成这句回答，数一数损失要学的是哪几个 token。")
 
 
 def _ex4() -> float:

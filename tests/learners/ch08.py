@@ -42,10 +42,8 @@ h, f = cfg.hidden_size, cfg.intermediate_size
 added = 8 * cfg.num_layers * (4 * (h + h) + 3 * (h + f))
 big_vocab_total = cfg.replace(vocab_size=cfg7.vocab_size).num_parameters() + added
 ch08.ex2(round(100 * added / big_vocab_total, 3))
-# 3: only the answer's tokens are learned
-positive_review = next(t for t, l in train if LABELS[l] == "正面")
-_, positive_labels = sft.encode_example(tok, positive_review, LABELS.index("正面"), recipe.max_len)
-ch08.ex3(int((positive_labels != IGNORE_INDEX).sum()))
+# 3: only the answer's tokens and the end marker are learned
+ch08.ex3(len(tok.encode("这是一条正面评论")) + 1)
 # 4: adapters r=64 on q/k/v/o train; the base stays as frozen weights
 added64 = 64 * cfg7.num_layers * 4 * (cfg7.hidden_size + cfg7.hidden_size)
 ch08.ex4(memory.training_state_bytes(trainable=added64, frozen=n7).total / 2**30)
@@ -94,10 +92,8 @@ h, f = cfg.hidden_size, cfg.intermediate_size
 added = 8 * cfg.num_layers * (4 * (h + h) + 3 * (h + f))
 big_vocab_total = cfg.replace(vocab_size=cfg7.vocab_size).num_parameters() + added
 ch08.ex2(round(100 * added / big_vocab_total, 3))
-# 3: only the answer's tokens are learned
-positive_review = next(t for t, l in train if LABELS[l] == "正面")
-_, positive_labels = sft.encode_example(tok, positive_review, LABELS.index("正面"), recipe.max_len)
-ch08.ex3(int((positive_labels != IGNORE_INDEX).sum()))
+# 3: only the answer's tokens and the end marker are learned
+ch08.ex3(len(tok.encode("这是一条正面评论")) + 1)
 # 4: only the adapters need training state
 added64 = 64 * cfg7.num_layers * 4 * (cfg7.hidden_size + cfg7.hidden_size)
 ch08.ex4(memory.training_state_bytes(trainable=added64).total / 2**30)
