@@ -54,8 +54,9 @@ from .validate import check_generate_args
 # Logits processors (pure NumPy, one row per sequence)
 # --------------------------------------------------------------------------------------
 def apply_repetition_penalty(logits: np.ndarray, seen: np.ndarray, penalty: float) -> np.ndarray:
-    """CTRL-style penalty (Keskar et al. 2019) on tokens already in the sequence:
-    positive logits are divided by ``penalty``, negative ones multiplied by it."""
+    """CTRL-style penalty (Keskar et al. 2019) on tokens already in the sequence, with the sign
+    rule of transformers' ``RepetitionPenaltyLogitsProcessor``: positive logits are divided
+    by ``penalty``, negative ones multiplied by it (the paper divides every one)."""
     if penalty == 1.0:
         return logits
     penalised = np.where(logits < 0, logits * penalty, logits / penalty)

@@ -220,14 +220,14 @@ def ex1(answer) -> bool:
     positions and 1/64 on the rest (the geometric mean of 1/p)."""
     nats = -sum(share * math.log(p) for share, p in TARGET_PROBS)
     hint = recognised(answer, (
-        ("这是 1/p 的算术平均：困惑度不是这样平均的，它从每个位置的交叉熵平均而来（第 05 章第 3 节）。",
+        ("这是 1/p 的算术平均：困惑度不是这样平均的，它从每个位置的交叉熵平均而来（第 04 章第 3 节）。",
          sum(share / p for share, p in TARGET_PROBS)),
-        ("这是“平均概率”的倒数：困惑度是从每个位置的交叉熵平均出来的（第 05 章第 3 节）。",
+        ("这是“平均概率”的倒数：困惑度是从每个位置的交叉熵平均出来的（第 04 章第 3 节）。",
          1 / sum(share * p for share, p in TARGET_PROBS)),
         ("这是平均交叉熵（nats），还没有换成困惑度。", nats),
         ("这是以 2 为底的平均交叉熵（bits）：困惑度与对数的底无关，换回来是多少？", nats / math.log(2)),
         ("把以 2 为底的交叉熵当成了 nats 去取 exp：底要一致。", math.exp(nats / math.log(2))),
-    ), "回到第 05 章第 3 节：困惑度是怎样从每个位置的交叉熵得到的（本章第 5 节讲了它直观上的意思）。", rel=1e-3)
+    ), "回到第 04 章第 3 节：困惑度是怎样从每个位置的交叉熵得到的（本章第 5 节讲了它直观上的意思）。", rel=1e-3)
     return check_number(answer, _perplexity(), name="ch07.ex1", rel=0.0, abs_=5e-3, hint=hint)
 
 
