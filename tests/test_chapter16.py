@@ -91,3 +91,15 @@ def test_cast_parameters_halves_the_weights_and_keeps_the_logits_close(folder):
     assert np.abs(model(ids).asnumpy() - before).max() < 1e-2
     with pytest.raises(ValueError, match="dtype"):
         own_model.cast_parameters(model, "int8")
+
+
+def test_layout_of_a_model_without_gqa(monkeypatch):
+    """Baichuan2 (and any MHA family) has num_kv_heads None: one K/V head per query head
+    (before 2026-12-07 layout divided by None, so chapter 16 stopped on a Baichuan2 directory)."""
+    import types
+    from course_lib import baichuan
+    cfg = baichuan.tiny()
+    assert cfg.num_kv_heads is None
+    monkeypatch.setattr(own_model.hf_weights, "checkpoint_signature", lambda directory: {})
+    shape = own_model.layout(types.SimpleNamespace(config=cfg, family="baichuan"), "unused")
+    assert shape["kv_heads"] == shape["q_heads"] == cfg.num_heads and shape["gqa_ratio"] == 1
