@@ -89,7 +89,9 @@ def _wqkv_bug(got, want, w, heads, kv, d, part) -> str:
                    "`unpack_wqkv(w, num_heads, num_kv_heads, head_dim)`，把 NumPy 的 `w`（行数 "
                    "(num_heads + 2·num_kv_heads)·head_dim，列数任意）拆成 Llama 布局的三个矩阵，按 q、k、v 的顺序"
                    "返回：q 有 num_heads·head_dim 行、k 和 v 各有 num_kv_heads·head_dim 行，都按头的顺序排列，"
-                   "列数与 `w` 相同（检查器在隐藏的 GQA / MQA 形状上逐行比对）。", cell="answers")
+                   "列数与 `w` 相同（检查器在隐藏的 GQA / MQA 形状上逐行比对）。"
+                   "不要调用 `families.unpack_wqkv`：课程加载 InternLM2 时用的就是它，成绩册把用到它的答案记为“借用”。",
+          cell="answers")
 def unpack_wqkv(fn) -> bool:
     hint = "对照题目核对输入和返回值：w 是一个二维 NumPy 数组，返回三个二维数组（q、k、v）。"
 
