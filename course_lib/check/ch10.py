@@ -108,7 +108,7 @@ def _grad_bug(got, grads, max_norm) -> str:
                    "`DataParallelTrainStep` 在反向传播之后做的两件事（all-reduce 求平均，"
                    "再按**全局**范数裁剪，与 `ops.clip_by_global_norm` 相同）；`rank_grads[r][i]` 是 rank r 上第 i 个参数的梯度"
                    "（NumPy 数组），返回每个参数最终用来更新的梯度（一个列表，第 i 个与参数 i 的梯度同形状）。"
-                   "检查函数用几组隐藏的随机梯度（2–4 个 rank，范数有的超过 `max_norm`、有的没有）比较，误差 1e-6 以内。")
+                   "检查函数用几组隐藏的随机梯度（2–4 个 rank，范数有的超过 `max_norm`、有的没有）比较，每个元素的误差在 1e-6 加上它的 1e-4 倍以内。")
 def grad_average(func) -> bool:
     """``func(rank_grads, max_norm)``: rank_grads[r][i] is rank r's gradient of parameter i."""
     def body():
