@@ -25,3 +25,17 @@ def verdicts(check, reference, *mine) -> list[str]:
 def judged(check, mine, reference) -> str:
     """The verdict on ``check(mine)`` against ``check(reference)``."""
     return verdicts(check, reference, mine)[0]
+
+
+def salt_misses(check, wrongs, salts, monkeypatch, capsys) -> list[tuple[int, str]]:
+    """(salt, wrong answer's name) for every grading salt in ``salts`` under which ``check``
+    accepted a wrong answer of ``wrongs`` ((function or class, expected hint) pairs) or
+    rejected it without its hint: the gradebook draws a new salt per session."""
+    misses = []
+    for salt in salts:
+        monkeypatch.setenv("COURSE_CHECK_SALT", str(salt))
+        for wrong, hint in wrongs:
+            ok, out = check(wrong), capsys.readouterr().out
+            if ok or hint not in out:
+                misses.append((salt, wrong.__name__))
+    return misses
