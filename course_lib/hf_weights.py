@@ -362,7 +362,8 @@ def _family_hint(missing: list[str], unexpected: list[str]) -> str | None:
         if has(unexpected, *biases):
             return head + (": build an InternLMForCausalLM (the checkpoint's q/k/v/o biases "
                            "have no place in Baichuan's layers, so fuse_qkv alone cannot help)")
-        return head + ": build a model with separate q/k/v, or convert the state dict with fuse_qkv(state)"
+        return head + (": build a model with separate q/k/v, or convert the state dict with "
+                       "fuse_qkv(state)")
     return None
 
 

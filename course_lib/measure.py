@@ -138,9 +138,9 @@ def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[
     * ``"TrainStep (pynative)"``: the same step executed op by op.
 
     The steps are INTERLEAVED (one of each kind per round, after a compiling warm-up call
-    each; the order reversed every other round), so a busy machine slows all kinds alike; ``pynative_steps`` (default ``steps``)
-    limits the slow eager kind to the first rounds. ``make_model``/``make_data`` build
-    fresh objects (seed inside ``make_model``)."""
+    each; the order reversed every other round), so a busy machine slows all kinds alike;
+    ``pynative_steps`` (default ``steps``) limits the slow eager kind to the first rounds.
+    ``make_model``/``make_data`` build fresh objects (seed inside ``make_model``)."""
     pynative_steps = steps if pynative_steps is None else pynative_steps
     for name, value in (("steps", steps), ("pynative_steps", pynative_steps)):
         if not is_int(value) or value < 2:

@@ -67,7 +67,7 @@ def layout(model, directory) -> dict:
     stored = hf_weights.checkpoint_signature(directory)
     vocab_matrices = sum(1 for shape, _ in stored.values() if tuple(shape) == (c.vocab_size, h))
     return {"family": model.family, "hidden": h, "layers": c.num_layers, "q_heads": c.num_heads,
-            "kv_heads": c.kv_heads, "gqa_ratio": c.num_heads // c.kv_heads,   # MHA: kv_heads = heads
+            "kv_heads": c.kv_heads, "gqa_ratio": c.num_heads // c.kv_heads,   # MHA: = heads
             "head_dim": c.head_dim, "ffn": c.intermediate_size, "vocab": c.vocab_size,
             "tied_head": bool(c.tie_embeddings), "qkv_bias": bool(c.qkv_bias),
             "o_bias": bool(c.o_bias), "vocab_matrices_on_disk": vocab_matrices,
