@@ -201,11 +201,12 @@ def test_fresh_process_kinds_agree(tmp_path):
 
 
 def test_rounds_give_one_result_per_kind_with_every_steady_time(tmp_path, monkeypatch):
-    """``rounds=3``: one result per (kind, dispatch), dispatches alternating within a round;
+    """``rounds=3``: one result per (kind, dispatch); the runs take turns, their order
+    reversed every other round (async first, then blocking first, then async first);
     its steady time is the median of the three processes' steady times, not the first's."""
     from course_lib import runtime
     calls = []
-    times = iter([0.30, 0.10, 0.20, 0.90, 0.50, 0.70])      # two kinds alternating, 3 rounds
+    times = iter([0.30, 0.10, 0.90, 0.20, 0.50, 0.70])      # two runs taking turns, 3 rounds
 
     def fake_run(func, **kw):
         calls.append((kw["mode"], kw["dispatch"]))
@@ -215,7 +216,8 @@ def test_rounds_give_one_result_per_kind_with_every_steady_time(tmp_path, monkey
     batch = (np.zeros((1, 4), np.int32), np.zeros((1, 4), np.int32))
     runs = step_modes.compare_in_fresh_processes(BaichuanForCausalLM(CFG), [batch], tmp_path,
                                                  kinds=("graph",), rounds=3)
-    assert calls == [("graph", "async"), ("graph", "blocking")] * 3
+    a, b = ("graph", "async"), ("graph", "blocking")
+    assert calls == [a, b, b, a, a, b]
     assert [(r.mode, r.dispatch) for r in runs] == [("graph", "async"), ("graph", "blocking")]
     assert runs[0].steady_runs == [0.30, 0.20, 0.50] and runs[0].steady_seconds == 0.30
     assert runs[1].steady_runs == [0.10, 0.90, 0.70] and runs[1].steady_seconds == 0.70

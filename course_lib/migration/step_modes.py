@@ -215,24 +215,25 @@ def compare_in_fresh_processes(model, batches, directory, lr: float = 1e-3, clip
                                timeout: float = 900) -> list[ModeResult]:
     """Every kind under every dispatch, each in a new process (one after the other, so they
     never compete for the CPU), from ``model``'s current weights; ``rounds`` times, the
-    kinds and dispatches alternating within each round. One result per (kind, dispatch),
-    ordered dispatch by dispatch: the first round's losses, step times and compilations,
-    and every round's steady time in ``steady_runs``."""
-    from ..runtime import run_isolated
+    (kind, dispatch) runs taking turns: in the given order in even rounds, reversed in odd
+    ones (``runtime.turn_order``), so that no run always goes first or last. One result per
+    (kind, dispatch), ordered dispatch by dispatch: the first round's losses, step times
+    and compilations, and every round's steady time in ``steady_runs``."""
+    from ..runtime import run_isolated, turn_order
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}.")
     inputs = save_inputs(Path(directory) / "step_inputs", model, batches)
+    pairs = [(kind, dispatch) for kind in kinds for dispatch in dispatches]
     found: dict = {}
-    for _ in range(rounds):
-        for kind in kinds:
-            for dispatch in dispatches:
-                out = run_isolated(measure_kind, mode=kind, dispatch=dispatch,
-                                   inputs_path=str(inputs), lr=float(lr), clip=float(clip),
-                                   timeout=timeout)
-                run = ModeResult(out["mode"], out["losses"], out["seconds"], out["compiles"],
-                                 dispatch)
-                first = found.setdefault((kind, dispatch), run)
-                first.steady_runs.append(run.steady_seconds)
+    for r in range(rounds):
+        for kind, dispatch in turn_order(pairs, r):
+            out = run_isolated(measure_kind, mode=kind, dispatch=dispatch,
+                               inputs_path=str(inputs), lr=float(lr), clip=float(clip),
+                               timeout=timeout)
+            run = ModeResult(out["mode"], out["losses"], out["seconds"], out["compiles"],
+                             dispatch)
+            first = found.setdefault((kind, dispatch), run)
+            first.steady_runs.append(run.steady_seconds)
     return [found[(kind, dispatch)] for dispatch in dispatches for kind in kinds]
 
 
