@@ -9,7 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from nbexec import RECORD_KEY, source_sha1  # noqa: E402
+from nbexec import RECORD_KEY, source_sha1, stamp_record  # noqa: E402
+import nbformat  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 MAX_TOTAL_MB = 15
@@ -56,6 +57,27 @@ def test_the_book_has_pictures_and_stays_small():
     total_mb = sum(p.stat().st_size for p in NOTEBOOKS) / 1e6
     assert figures >= MIN_FIGURES, f"only {figures} stored figures"
     assert total_mb <= MAX_TOTAL_MB, f"notebooks take {total_mb:.1f} MB"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_one_output_per_stream_run(path):
+    """A stream is stored as one output until something else comes between: no stray chunk
+    (such as a lone newline) stored as an output of its own."""
+    split = [i for i, c in enumerate(_cells(path)["cells"]) if c["cell_type"] == "code"
+             and any(a["output_type"] == b["output_type"] == "stream" and a["name"] == b["name"]
+                     for a, b in zip(c["outputs"], c["outputs"][1:]))]
+    assert not split, f"{path.name}: cells {split} store one stream in pieces: make record"
+
+
+def test_recording_joins_the_chunks_of_a_stream():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('a')", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="hint"),
+        nbformat.v4.new_output("stream", name="stdout", text="\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="bar\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="next\n")])])
+    outputs = stamp_record(nb, "full").cells[0].outputs
+    assert [(o.name, o.text) for o in outputs] == [("stdout", "hint\n"), ("stderr", "bar\n"),
+                                                   ("stdout", "next\n")]
 
 
 def test_a_changed_cell_is_caught():

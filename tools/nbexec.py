@@ -48,6 +48,9 @@ def execute(path: Path, timeout: int = 1800, scale: str | None = None
 
 
 def _clean_outputs(outputs: list) -> list:
+    """Drop the MIME types the book does not keep; join consecutive chunks of one stream
+    (a print whose text and newline reached the kernel apart is one output, as JupyterLab
+    shows it, not a stray empty line)."""
     kept = []
     for out in outputs:
         data = out.get("data")
@@ -56,8 +59,16 @@ def _clean_outputs(outputs: list) -> list:
                 data.pop(mime, None)
             if not data:
                 continue
+        if (out.get("output_type") == "stream" and kept and kept[-1].get("output_type") == "stream"
+                and kept[-1].get("name") == out.get("name")):
+            kept[-1]["text"] = _text(kept[-1]["text"]) + _text(out["text"])
+            continue
         kept.append(out)
     return kept
+
+
+def _text(text) -> str:
+    return "".join(text) if isinstance(text, list) else text
 
 
 def stamp_record(nb: nbformat.NotebookNode, scale: str) -> nbformat.NotebookNode:
