@@ -61,19 +61,19 @@ def ex2(answer) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _ex3(split: str = "validation", q: int = 95, method: str = "inverted_cdf") -> int:
+def _ex3(split: str = "validation", q: int = 95) -> int:
     import numpy as np
     from ..data import review_splits
     from ..tokenizer import load_tokenizer
     texts = [t for t, _ in getattr(review_splits(), split)]
     lengths = [len(x) for x in load_tokenizer().encode_batch(texts)]
-    return int(np.percentile(lengths, q, method=method))
+    return int(np.percentile(lengths, q, method="inverted_cdf"))
 
 
 @exercise("number", "验证集评论 token 长度的第 95 百分位数（最近秩）", solution=_ex3,
           question="验证集评论（`data.review_splits().validation`）token 长度的第 95 百分位数是多少？"
                    "用**最近秩**定义：把 N 个长度从小到大排好，取第 ⌈0.95·N⌉ 个（从 1 数起），"
-                   "也是本章 `sources.length_stats` 的定义（NumPy 的 `np.percentile` 默认不是这个定义）；"
+                   "也是本章 `sources.length_stats` 的定义；"
                    "长度按 `tok.encode` 的 id 个数算（不加 `<bos>`/`<eos>`）。"
                    "答案是一个整数。不要调用 `sources.length_stats`：成绩册把用它得到的答案记为“借用”。",
           targets=("course_lib.sources.length_stats",))
@@ -81,9 +81,7 @@ def ex3(answer) -> bool:
     """The 95th percentile (nearest rank: numpy's method="inverted_cdf") of the token
     lengths of the *validation* reviews?"""
     cases = [(_ex3("train"), "这是训练集的第 95 百分位数：题目问的是验证集。"),
-             (_ex3(q=90), "这是第 90 百分位数：题目问的是第 95 百分位数。"),
-             (_ex3(method="linear"), "这是 np.percentile 默认的定义（在相邻两个长度之间线性插值）："
-                                     "题目要的是最近秩，排好序后的第 ⌈0.95·N⌉ 个长度本身。")]
+             (_ex3(q=90), "这是第 90 百分位数：题目问的是第 95 百分位数。")]
     hint = recognised(answer, [(t, v) for v, t in cases if v != _ex3()],
                      "用的是哪个集合、哪种百分位定义（最近秩，见题目）？长度按 id 个数算；"
                      "第 7 节统计新闻文档长度时用的就是这个定义。")

@@ -24,7 +24,8 @@ ch03.truncate_pad(truncate_pad)
 first_100 = tok.encode_batch(data.news_documents()[:100])
 ch03.ex2(pipelines.pack_blocks(first_100, 64, eos_id=tok.eos_id).shape[0])
 val_lengths = sources.token_lengths([t for t, _ in data.review_splits().validation], tok)
-ch03.ex3(int(np.percentile(val_lengths, 95, method="inverted_cdf")))
+ranked = sorted(val_lengths)
+ch03.ex3(ranked[-(-95 * len(ranked) // 100) - 1])    # the ceil(0.95 N)-th, counted from 1
 ''',
 }
 
