@@ -11,9 +11,32 @@ from judging import judged as _judged
 
 
 class _Halve(Callback):
+    """A learner's HalveLR, written independently: its own step counter."""
+
+    def __init__(self, every=1):
+        self.every, self.done = every, 0
+
     def on_train_step_end(self, run_context):
-        opt = run_context.original_args().optimizer
-        ops.assign(opt.learning_rate, opt.learning_rate * 0.5)
+        self.done += 1
+        if self.done % self.every == 0:
+            opt = run_context.original_args().optimizer
+            ops.assign(opt.learning_rate, opt.learning_rate * 0.5)
+
+
+def test_halved_is_what_the_probe_measures_for_a_callback_written_apart():
+    """The checker's closed form (step s halved (s - 1) // every times), and its "one step
+    early" variant, against the probe driving callbacks written here."""
+    class AtBegin(_Halve):
+        def on_train_step_begin(self, run_context):
+            _Halve.on_train_step_end(self, run_context)
+
+        def on_train_step_end(self, run_context):
+            pass
+    for every in (1, 2, 3):
+        assert probe_lr(callbacks=[_Halve(every)]) == [round(x, 6) for x in ch04.halved(every)]
+        early = probe_lr(mode="graph", callbacks=[AtBegin(every)])
+        assert early == [round(x, 6) for x in ch04.halved(every, early=True)], (every, early)
+    assert ch04.halved(2) == [0.1, 0.1, 0.05, 0.05]
 
 
 def _every_second_step(lr, step):                     # the fn of the question, typed again
@@ -69,9 +92,13 @@ class _MyStop(Callback):
 def test_code_checkers(capsys):
     assert ch04.halve_lr(_Halve)
     assert ch04.early_stopping(_MyStop)
-    assert not ch04.halve_lr(Callback)                   # does nothing: the lr stays 0.1
+    class Nothing(Callback):                             # does nothing: the lr stays 0.1
+        def __init__(self, every=1):
+            self.every = every
+    assert not ch04.halve_lr(Nothing)
+    assert not ch04.halve_lr(Callback)                   # takes no `every`
     out = capsys.readouterr().out
-    assert "学习率根本没有变" in out
+    assert "学习率根本没有变" in out and "构造时接收 every" in out
 
 
 def test_the_judge_sees_the_measured_lr_and_the_stopping_epoch():

@@ -13,7 +13,22 @@ def _sol(name):
 
 
 # --------------------------------------------------------------------------- numbers
-HALVED = [0.1 * 0.5 ** i for i in range(4)]     # what halve_lr's probe must measure
+HALVE_EVERY = (1, 2)                             # halve_lr's hidden `every` values
+
+
+def halved(every: int, steps: int = 4, *, early: bool = False, from_initial: bool = False) -> list:
+    """The lr each of ``steps`` probe steps uses (from 0.1) under ``HalveLR(every)``: halved
+    after steps every, 2 every, ... (counted from 1), so step s has been halved
+    (s - 1) // every times. ``early``: one step sooner (s // every: halving as step s
+    begins, or a counter that starts one ahead); ``from_initial``: 0.1 / 2 written each time."""
+    used = []
+    for s in range(1, steps + 1):
+        k = s // every if early else (s - 1) // every
+        used.append(0.1 * 0.5 ** (min(k, 1) if from_initial else k))
+    return used
+
+
+HALVED = halved(1)                               # halving after every step
 
 
 def every_second_step(lr, step):
@@ -151,7 +166,7 @@ def ex4(answer) -> bool:
 
 # --------------------------------------------------------------------------- code
 HALVE_HINT = ("回到第 2 节：学习率是优化器里的一个 Parameter，哪种写法能让编译好的更新步骤读到新值？"
-              "减半发生在这一步用完之后，并且从当前的学习率出发。")
+              "减半发生在第 every、2·every……步用完之后，并且从当前的学习率出发。")
 
 
 REPLACED_HINT = ("你的回调把一个新的值赋给了 optimizer.learning_rate 这个属性：第 2 节常见误区讲过，"
@@ -190,6 +205,49 @@ def _dry_run(callback) -> bool:
     return bool(opt.__dict__.get("_replaced"))
 
 
+def _build(cls, every):
+    try:
+        return cls(every)
+    except TypeError as err:
+        raise Mismatch(f"HalveLR({every}) 出错（{err}）：回调要像脚手架那样在构造时接收 every。") from None
+
+
+def _probe_halving(cls, every: int, mode: str) -> None:
+    """One probe run of ``cls(every)`` in ``mode``, compared with ``halved(every)``."""
+    from ..callbacks import probe_lr
+    want = [round(x, 6) for x in halved(every)]
+    where = f"every={every}、{mode} 模式下探针实测"
+    try:
+        got = probe_lr(mode=mode, callbacks=[_build(cls, every)])
+    except IndexError:                                 # probe_lr formats an exception without a message
+        observe(f"{where}的学习率", None, want)
+        raise Mismatch(f"{mode} 模式下训练时你的回调抛出了一个没有说明的异常。{HALVE_HINT}") from None
+    observe(f"{where}的学习率", got, want, atol=1e-7, rtol=1e-4)
+    if isinstance(got, str):
+        if got.startswith("NotImplementedError"):
+            raise NotImplementedError
+        raise Mismatch(f"{where}：训练时报错 {got}。{_error_hint(got)}")
+    if _same(got, want):
+        return
+    if _same(got, halved(every, early=True)):
+        bug = (f"减半早了一步：第一次减半应在第 {every} 步用完之后（on_train_step_end；"
+               "步数从 1 数），之后每 every 步一次。")
+    elif _same(got, [0.1] * len(want)):
+        bug = "学习率根本没有变：有没有用 ops.assign 写回 optimizer.learning_rate？"
+    elif _same(got, halved(every, from_initial=True)):
+        bug = "只减半了一次：每次都要从优化器里当前的学习率出发再减半，而不是从初值。"
+    elif every > 1 and _same(got, halved(1)):
+        bug = f"每一步都减半了：every={every} 时只有第 {every}、{2 * every}……步之后才减半。"
+    else:
+        bug = HALVE_HINT
+    raise Mismatch(f"{where}的学习率是 {got}，应为 {want}。{bug}")
+
+
+def _same(got, want) -> bool:
+    return len(got) == len(want) and all(math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-7)
+                                         for g, w in zip(got, want))
+
+
 def _error_hint(error: str) -> str:
     """What a callback that raised inside ``Model.train`` got wrong, from the error text."""
     if error.startswith("TypeError") and ("64" in error or "data type" in error.lower()):
@@ -199,53 +257,34 @@ def _error_hint(error: str) -> str:
     return HALVE_HINT
 
 
-@exercise("code", "写一个每步结束后把学习率减半的回调（用 probe_lr 量实际学习率）",
+@exercise("code", "写一个每 every 步结束后把学习率减半的回调（用 probe_lr 量实际学习率）",
           solution=_sol("HalveLR"),
           wrong=((_sol("wrong_halve_attribute"), "这个属性"), (_sol("wrong_halve_attribute_tensor"), "这个属性"),
-                 (_sol("wrong_halve_float64"), "dtype 和学习率"), (_sol("wrong_halve_at_begin"), "第一步"),
-                 (_sol("wrong_halve_from_initial"), "只减半了一次")),
+                 (_sol("wrong_halve_float64"), "dtype 和学习率"), (_sol("wrong_halve_at_begin"), "早了一步"),
+                 (_sol("wrong_halve_from_initial"), "只减半了一次"),
+                 (_sol("wrong_halve_every_step"), "每一步都减半")),
           targets=("course_lib.callbacks.AssignLR",),
           # the API of section 2, shown there on purpose (NaiveLRSetter, AssignLR): how a
           # callback reaches the optimizer's lr Parameter and writes a float32 Tensor into it
           taught=("cb = run_context.original_args()", "lr = cb.optimizer.learning_rate",
                   "ops.assign(lr, Tensor(", "ms.float32))"),
-          question="**学习率减半回调。** 写 `HalveLR(Callback)`："
-                   "每一步**结束后**把优化器的学习率减半（学习率是一个 `Parameter`，用 `ops.assign` 写回）"
-                   "。"
-                   "检查器用第 2 节的探针 `probe_lr(callbacks=[HalveLR()])` 在 PyNative 和 GRAPH 两种模式下**量出**每一步真正用到的学习率（初始 0.1）"
-                   "，而不是读你打印的数字。不要继承或调用第 2 节的 `AssignLR`：自己写这个回调，成绩册把这样得到的答案记为“借用”。")
+          question="**学习率减半回调。** 写 `HalveLR(Callback)`：构造时接收 `every`（脚手架里已写好），"
+                   "第 every、2·every、3·every……步**结束后**各把优化器的学习率减半，其余的步不改"
+                   "（步数从 1 数，和第 2 节 `LearningRateScheduler` 交给 `fn` 的步数相同；"
+                   "学习率是一个 `Parameter`，用 `ops.assign` 写回）。"
+                   "检查器用第 2 节的探针 `probe_lr(callbacks=[HalveLR(every)])`，在 PyNative 和 GRAPH 两种模式下、"
+                   "用两个不同的 `every` **量出**每一步真正用到的学习率（初始 0.1，4 步），而不是读你打印的数字。"
+                   "不要继承或调用第 2 节的 `AssignLR`：自己写这个回调，成绩册把这样得到的答案记为“借用”。")
 def halve_lr(cls) -> bool:
-    """``cls()`` is a Callback; probe_lr(callbacks=[cls()]) in PyNative and GRAPH mode must
-    measure 0.1, 0.05, 0.025, 0.0125."""
+    """``cls(every)`` is a Callback; probe_lr(callbacks=[cls(every)]) in PyNative and GRAPH
+    mode must measure ``halved(every)`` for every ``every`` of HALVE_EVERY."""
     def body():
-        from ..callbacks import probe_lr
-        want = [round(x, 6) for x in HALVED]
-        if _dry_run(cls()):                            # NotImplementedError surfaces here
+        if _dry_run(_build(cls, 1)):                   # NotImplementedError surfaces here
             observe("回调是否替换了 optimizer.learning_rate 这个属性", True, False)
             raise Mismatch(REPLACED_HINT)
-        for mode in ("pynative", "graph"):
-            where = f"{mode} 模式下探针实测"
-            try:
-                got = probe_lr(mode=mode, callbacks=[cls()])
-            except IndexError:                         # probe_lr formats an exception without a message
-                observe(f"{where}的学习率", None, want)
-                raise Mismatch(f"{mode} 模式下训练时你的回调抛出了一个没有说明的异常。{HALVE_HINT}") from None
-            observe(f"{where}的学习率", got, want, atol=1e-7, rtol=1e-4)
-            if isinstance(got, str):
-                if got.startswith("NotImplementedError"):
-                    raise NotImplementedError
-                raise Mismatch(f"{where}：训练时报错 {got}。{_error_hint(got)}")
-            if all(math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-7) for g, w in zip(got, want)):
-                continue
-            if all(math.isclose(g, w * 0.5, rel_tol=1e-4) for g, w in zip(got, want)):
-                bug = "第一步就减半了：应在这一步用完之后（on_train_step_end）再减半。"
-            elif all(math.isclose(g, want[0], rel_tol=1e-4) for g in got):
-                bug = "学习率根本没有变：有没有用 ops.assign 写回 optimizer.learning_rate？"
-            elif got[0] == want[0] and all(math.isclose(g, got[1], rel_tol=1e-4) for g in got[1:]):
-                bug = "只减半了一次：每一步都要从优化器里当前的学习率出发再减半，而不是从初值。"
-            else:
-                bug = HALVE_HINT
-            raise Mismatch(f"{where}的学习率是 {got}，应为 {want}。{bug}")
+        for every in HALVE_EVERY:
+            for mode in ("pynative", "graph"):
+                _probe_halving(cls, every, mode)
     return run_code_check("ch04.halve_lr", HALVE_HINT, body)
 
 
