@@ -1,8 +1,7 @@
 """Each ch04 checker accepts the reference answer and rejects a wrong one."""
 import math
 
-import mindspore as ms
-from mindspore import Tensor, ops
+from mindspore import ops
 from mindspore.train import Callback
 
 from course_lib.callbacks import probe_lr
