@@ -198,9 +198,7 @@ def baichuan_position(d: Mapping) -> str:
       has no ``max_position_embeddings``); ``modeling_baichuan.py`` builds the ALiBi mask
       (``_get_interleave``/``_gen_alibi_mask``).
     * Baichuan-7B (baichuan-inc/Baichuan-7B): ``["BaiChuanForCausalLM"]`` (capital C) and
-      ``max_position_embeddings``; RoPE. vLLM's registry maps the two class names the same
-      way (``BaiChuanForCausalLM`` = "Baichuan 7B", ROPE; ``BaichuanForCausalLM`` =
-      "Baichuan 13B", ALIBI).
+      ``max_position_embeddings``; RoPE.
     Baichuan2 (vocab 125696, ``z_loss_weight``) names both sizes ``BaichuanForCausalLM``:
     its own rule is in ``_baichuan2``. The course's own key ``position_embedding`` wins
     when present."""
