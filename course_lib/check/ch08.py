@@ -224,7 +224,7 @@ def _ex2() -> float:
                    "`total` 一样）的 1.583%。如果把 InternLM-tiny 的词表换成 InternLM-7B 的 103,168 个词"
                    "（`internlm_7b().vocab_size`；hidden、层数、FFN 都不变，词嵌入和输出层仍是两份独立的权重），"
                    "这个百分比是多少？（写百分数的数值，例如 0.123 表示 0.123%；保留 3 位有效数字）"
-                   "适配器和总参数自己数，不要用 `lora.inject_lora` 数：成绩册把用它得到的答案记为“借用”。",
+                   "适配器和总参数自己数（在答案里直接调用 `lora.inject_lora` 得到的，成绩册记为“借用”）。",
           targets=("course_lib.lora.inject_lora",))
 def ex2(answer) -> bool:
     """Trainable share, in percent (adapters / all parameters incl. adapters × 100), of LoRA r=8
@@ -269,7 +269,7 @@ def _ex4() -> float:
           question="InternLM-7B 预设上 LoRA（r=64，适配 `q_proj`、`k_proj`、`v_proj`、`o_proj`）"
                    "的训练状态共多少 GiB（混合精度，不含激活；包括冻结的基座权重，和第 9 节的表一样；1 GiB = 2**30 字节，误差 1% 以内）？"
                    "用 `memory.training_state_bytes` 算；第 9 节的表（r=8、q/v）可以用来核对你的做法。"
-                   "适配器的参数个数自己数，不要用 `lora.inject_lora` 数：成绩册把用它得到的答案记为“借用”。",
+                   "适配器的参数个数自己数（在答案里直接调用 `lora.inject_lora` 得到的，成绩册记为“借用”）。",
           targets=("course_lib.lora.inject_lora",))
 def ex4(answer) -> bool:
     """Training state of LoRA (r=64 on q_proj, k_proj, v_proj, o_proj) for the InternLM-7B

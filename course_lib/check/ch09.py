@@ -183,8 +183,8 @@ SERVING = dict(reviews=25, batch=6)
 
 @exercise("number", "按 (6, 96) 导出的 MINDIR 给 25 条评论打分：调用几次 Model.predict、补几行假数据",
           solution=lambda: _serving_calls(**SERVING),
-          question="一个 MINDIR 按形状 (6, 96) 导出（每批 6 行、每行 96 个 token）。`SentimentPipeline` 用它给 25 条评论"
-                   "打分：一共调用几次 `Model.predict`？其中有几行是补上的假数据？答案写成一个列表 "
+          question="一个 MINDIR 按形状 (6, 96) 导出（每批 6 行、每行 96 个 token）。`SentimentPipeline` 用它一次给 25 条评论"
+                   "打分（把 25 条评论的列表一次传给它）：一共调用几次 `Model.predict`？其中有几行是补上的假数据？答案写成一个列表 "
                    "`[调用次数, 假数据行数]`（两个整数）。")
 def ex1(answer) -> bool:
     """A MINDIR graph was exported for input shape (6, 96). When ``SentimentPipeline`` scores
