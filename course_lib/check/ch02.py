@@ -71,13 +71,15 @@ def ex2(answer) -> bool:
 @exercise("number", "1000 条评论、batch_size=32、不丢最后小批次，train(3, ...) 的优化步数",
           solution=lambda: 3 * math.ceil(1000 / 32),
           question="`review_dataset` 对 1000 条评论、`batch_size=32`（不丢弃最后的小批次）建好数据集后，"
-                   "`model.train(3, data)` 一共执行多少步优化？")
+                   "`model.train(3, data)` 一共执行多少步优化？（用 32，不要用本章的 `BATCH`："
+                   "成绩册在 CI 规模下评分，那里 `BATCH` 是另一个数。）")
 def ex3(answer) -> bool:
     """model.train(3, data) where data = review_dataset(<1000 examples>, ..., batch_size=32)
     (drop_remainder=False): how many optimizer steps run?"""
     hint = recognised(answer, [
         ("最后那个不满 32 条的小批次也是一步：题目说不丢弃它。", 3 * (1000 // 32)),
         ("这是一轮（epoch）的步数：train 的第一个参数是轮数（第 3 节）。", math.ceil(1000 / 32)),
+        ("这是 batch_size=16 时的步数：题目说的是 32（本章的 BATCH 随规模变化）。", 3 * math.ceil(1000 / 16)),
     ], "一轮（epoch）里有几个批（最后不满的小批次算不算），train(3, ...) 又跑几轮（第 3 节）？")
     return check_number(answer, 3 * math.ceil(1000 / 32), integer=True, name="ch02.ex3", hint=hint)
 
