@@ -219,7 +219,7 @@ def _probe_halving(cls, every: int, mode: str) -> None:
     where = f"every={every}、{mode} 模式下探针实测"
     try:
         got = probe_lr(mode=mode, callbacks=[_build(cls, every)])
-    except IndexError:                                 # probe_lr formats an exception without a message
+    except IndexError:                       # probe_lr formats an exception without a message
         observe(f"{where}的学习率", None, want)
         raise Mismatch(f"{mode} 模式下训练时你的回调抛出了一个没有说明的异常。{HALVE_HINT}") from None
     observe(f"{where}的学习率", got, want, atol=1e-7, rtol=1e-4)
@@ -260,7 +260,8 @@ def _error_hint(error: str) -> str:
 @exercise("code", "写一个每 every 步结束后把学习率减半的回调（用 probe_lr 量实际学习率）",
           solution=_sol("HalveLR"),
           wrong=((_sol("wrong_halve_attribute"), "这个属性"), (_sol("wrong_halve_attribute_tensor"), "这个属性"),
-                 (_sol("wrong_halve_float64"), "dtype 和学习率"), (_sol("wrong_halve_at_begin"), "早了一步"),
+                 (_sol("wrong_halve_float64"), "dtype 和学习率"),
+                 (_sol("wrong_halve_at_begin"), "早了一步"),
                  (_sol("wrong_halve_from_initial"), "只减半了一次"),
                  (_sol("wrong_halve_every_step"), "每一步都减半")),
           targets=("course_lib.callbacks.AssignLR",),

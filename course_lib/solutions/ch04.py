@@ -83,7 +83,8 @@ class wrong_halve_at_begin(_EveryStep):
 class wrong_halve_from_initial(_EveryStep):
     def on_train_step_end(self, run_context):
         if self._due(run_context):
-            ops.assign(run_context.original_args().optimizer.learning_rate, Tensor(0.1 * 0.5, ms.float32))
+            lr = run_context.original_args().optimizer.learning_rate
+            ops.assign(lr, Tensor(0.1 * 0.5, ms.float32))
 
 
 class wrong_halve_every_step(_EveryStep):
