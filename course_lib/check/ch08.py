@@ -27,7 +27,7 @@ def _solutions():
                    "基座 `nn.Dense` 的输出 $Wx + b$ 加上旁路 $\\frac{\\alpha}{r} B A x$。可用的属性："
                    "`self.weight`（形状 (out, in)）、`self.bias`、`self.lora_A`（(r, in)）、`self.lora_B`（(out, r)）、"
                    "`self.scaling`（$\\alpha / r$）；父类 `LoRADense` 自己的 `construct` 已经带着旁路。"
-                   "`x` 的形状是 (..., in)，返回 (..., out)。检查函数在两种层尺寸、几种输入形状上，"
+                   "`x` 的形状是 (..., in)，返回 (..., out)。检查器在两种层尺寸、几种输入形状上，"
                    "用隐藏的随机权重（$B \\neq 0$）比较输出（误差 1e-4 以内）和 `lora_A`、`lora_B` 的梯度，"
                    "并要求只有 `lora_A`、`lora_B` 可训练。")
 def lora_forward(cls) -> bool:
@@ -105,7 +105,7 @@ def _diagnose_lora(ref, got, want, x, what) -> None:
                    "中间的 `nn.CellList` 把子层登记在名字 `\"0\"`、`\"1\"`…下；挂上去之后参数名也不能和别的层重名"
                    "（`Parameter` 的 `name` 属性可以直接赋值）。"
                    "函数原地修改 `model`，不需要返回值。"
-                   "检查函数在一个 2 层的小 InternLM 上替换两个不同位置的层（`model.layers.1.self_attn.v_proj`、"
+                   "检查器在一个 2 层的小 InternLM 上替换两个不同位置的层（`model.layers.1.self_attn.v_proj`、"
                    "`model.layers.0.mlp.down_proj`），与 `inject_lora` 的结果比较 Cell 树、参数名和输出。")
 def replace_layer(func) -> bool:
     """After ``func(model, name, LoRADense(old, ...))`` the model must equal one adapted by
