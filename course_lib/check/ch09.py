@@ -27,7 +27,7 @@ def _solutions():
                    "把 LoRA 旁路折叠进权重：返回新权重 $W'$，使普通 Dense 的 $W'x + b$ 等于 LoRA 层的 "
                    "$Wx + b + \\frac{\\alpha}{r}B(Ax)$"
                    "（输入是 NumPy float64 数组：W 形状 (out, in)，A 为 (r, in)，B 为 (out, r)；`alpha`、`r` 是数；"
-                   "返回 (out, in) 的数组）。检查函数在三种层尺寸和秩（含非方阵）上，用隐藏的随机 "
+                   "返回 (out, in) 的数组）。检查器在三种层尺寸和秩（含非方阵）上，用隐藏的随机 "
                    "W、A、B 与库里 `LoRADense` 的 `delta_weight()` 比较合并后的权重（逐元素 `np.allclose`，绝对误差 1e-6、相对误差 1e-4），"
                    "再用它算一个普通 Dense 的输出，与 LoRA 层的输出比较。")
 def fold_lora(func) -> bool:
@@ -105,7 +105,7 @@ class _TinyTagger:
           question="在第 3 节“写代码：亲手调用 `ms.export`”的脚手架里写 `my_export(net, path, batch_size, seq_len)`："
                    "把一个“int32 token id (batch, seq) → logits”的网络导出成 `<path>.mindir`（`path` 是不带扩展名的 "
                    "`pathlib.Path`），不返回值。网络交给你时处在训练模式（它有 dropout）；导出的图要给出推理模式下的输出，"
-                   "并接受形状 (batch_size, seq_len) 的 int32 输入——与服务时送进来的完全一样。检查函数用 "
+                   "并接受形状 (batch_size, seq_len) 的 int32 输入——与服务时送进来的完全一样。检查器用 "
                    "`nn.GraphCell(ms.load(...))` 加载你导出的文件，在两种形状上与推理模式下的网络比较输出（误差 1e-5 以内）。"
                    "课程库的 `export.export_mindir` 做的正是这件事：直接调用它，笔记本里的检查能通过，"
                    "成绩册却把这样的答案记为“借用”：请自己写 `ms.export` 的调用。")

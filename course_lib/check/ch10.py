@@ -57,7 +57,7 @@ def _shard_bug(got: list, n: int, rank: int, world: int, lengths: set) -> str:
                    "一个可随机访问的数据源（`__len__` + `__getitem__`），各 rank **交错**取、"
                    "每个 rank 的条数相同（都是 ⌈n / world⌉，超出末尾的下标从头接着数），"
                    "读到的内容与 `GeneratorDataset(source, num_shards=world, shard_id=rank, shuffle=False)` **完全相同**。"
-                   "检查函数在几种 (条数, rank 数) 组合上（含条数不能整除 rank 数、只有 1 个 rank 的情形）逐个 rank 比较。")
+                   "检查器在几种 (条数, rank 数) 组合上（含条数不能整除 rank 数、只有 1 个 rank 的情形）逐个 rank 比较。")
 def shard_source(cls) -> bool:
     """``cls(source, rank, world)`` must read what GeneratorDataset(num_shards=world,
     shard_id=rank, shuffle=False) reads from ``source``."""
@@ -108,7 +108,7 @@ def _grad_bug(got, grads, max_norm) -> str:
                    "`DataParallelTrainStep` 在反向传播之后做的两件事（all-reduce 求平均，"
                    "再按**全局**范数裁剪，与 `ops.clip_by_global_norm` 相同）；`rank_grads[r][i]` 是 rank r 上第 i 个参数的梯度"
                    "（NumPy 数组），返回每个参数最终用来更新的梯度（一个列表，第 i 个与参数 i 的梯度同形状）。"
-                   "检查函数用几组隐藏的随机梯度（2–4 个 rank，范数有的超过 `max_norm`、有的没有）比较，每个元素的误差在 1e-6 加上它的 1e-4 倍以内。")
+                   "检查器用几组隐藏的随机梯度（2–4 个 rank，范数有的超过 `max_norm`、有的没有）比较，每个元素的误差在 1e-6 加上它的 1e-4 倍以内。")
 def grad_average(func) -> bool:
     """``func(rank_grads, max_norm)``: rank_grads[r][i] is rank r's gradient of parameter i."""
     def body():

@@ -153,7 +153,7 @@ def _in_fresh_process(name: str, func) -> bool:
                    "`my_lora_sgd_step(loss_fn, params, batch, lr)`："
                    "用 mindnlp 0.5.1 在 CPU 上能用的写法（`mindtorch.autograd.value_and_grad` + 手写 SGD）"
                    "对 LoRA 的可训练参数 `params` 做一步训练（SGD：每个参数减去 `lr` 乘它的梯度，在 `torch.no_grad()` 里原地更新），"
-                   "返回这一步的损失（`float`）。`loss_fn(batch)` 返回这一批的损失。检查函数在一个 1 层的小 Llama + LoRA 上"
+                   "返回这一步的损失（`float`）。`loss_fn(batch)` 返回这一批的损失。检查器在一个 1 层的小 Llama + LoRA 上"
                    "连续调用你的函数 3 步，每一步都与参考实现比较返回的损失和更新后的参数（相对误差 1e-4 以内）。")
 def lora_sgd_step(func) -> bool:
     """``func(loss_fn, params, batch, lr)`` -> loss; 3 steps on a tiny LoRA Llama vs the reference."""
@@ -229,7 +229,7 @@ def _kwargs_body(func):
                    "返回一个 dict，"
                    "使 `LlamaConfig(**my_llama_kwargs(config))` 与课程的 InternLM 配置（`course_lib.internlm.tiny()` 返回的 `InternLMConfig`）"
                    "描述**同一个网络**。第一代 InternLM 与 Llama 的结构有一处不同；"
-                   "Llama 的哪些默认值与课程模型不一样？检查函数在三个配置上（两种固定尺寸，外加一个由隐藏输入随机抽取的）"
+                   "Llama 的哪些默认值与课程模型不一样？检查器在三个配置上（两种固定尺寸，外加一个由隐藏输入随机抽取的）"
                    "与课程库里的参考实现逐项比较：dict 里没写的参数按 `LlamaConfig` 的默认值算，"
                    "`LlamaConfig` 不认识的参数名算错（它从 `PretrainedConfig` 继承的通用参数，如 `torch_dtype`，可以写）。直接调用课程库里的参考实现，笔记本里的检查能通过，"
                    "成绩册却把这样的答案记为“借用”：请自己写。")
