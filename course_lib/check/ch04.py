@@ -1,7 +1,7 @@
 """Checkers for notebook 04 (callbacks, metrics)."""
 import math
 
-from .common import check_number, exercise, Mismatch, observe, recognised, run_code_check
+from .common import check_number, close, exercise, Mismatch, observe, recognised, run_code_check
 
 
 def _sol(name):
@@ -227,25 +227,19 @@ def _probe_halving(cls, every: int, mode: str) -> None:
         if got.startswith("NotImplementedError"):
             raise NotImplementedError
         raise Mismatch(f"{where}：训练时报错 {got}。{_error_hint(got)}")
-    if _same(got, want):
+    if close(got, want, rel=1e-4, abs_=1e-7):
         return
-    if _same(got, halved(every, early=True)):
-        bug = (f"减半早了一步：第一次减半应在第 {every} 步用完之后（on_train_step_end；"
-               "步数从 1 数），之后每 every 步一次。")
-    elif _same(got, [0.1] * len(want)):
-        bug = "学习率根本没有变：有没有用 ops.assign 写回 optimizer.learning_rate？"
-    elif _same(got, halved(every, from_initial=True)):
-        bug = "只减半了一次：每次都要从优化器里当前的学习率出发再减半，而不是从初值。"
-    elif every > 1 and _same(got, halved(1)):
-        bug = f"每一步都减半了：every={every} 时只有第 {every}、{2 * every}……步之后才减半。"
-    else:
-        bug = HALVE_HINT
+    slips = {                                # what a realistic slip measures -> what to say
+        f"减半早了一步：第一次减半应在第 {every} 步用完之后（on_train_step_end；步数从 1 数），"
+        "之后每 every 步一次。": halved(every, early=True),
+        "学习率根本没有变：有没有用 ops.assign 写回 optimizer.learning_rate？": [0.1] * len(want),
+        "只减半了一次：每次都要从优化器里当前的学习率出发再减半，而不是从初值。":
+            halved(every, from_initial=True),
+        f"每一步都减半了：every={every} 时只有第 {every}、{2 * every}……步之后才减半。": halved(1),
+    }
+    bug = next((text for text, value in slips.items() if close(got, value, rel=1e-4, abs_=1e-7)),
+               HALVE_HINT)
     raise Mismatch(f"{where}的学习率是 {got}，应为 {want}。{bug}")
-
-
-def _same(got, want) -> bool:
-    return len(got) == len(want) and all(math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-7)
-                                         for g, w in zip(got, want))
 
 
 def _error_hint(error: str) -> str:
