@@ -10,7 +10,9 @@
   in PyNative or GRAPH mode) and of the PyNative growing-cache step (notebook 12 compares
   them one change at a time: the cache, the mode, the engine);
 * ``pynative_dispatch_ms`` — PyNative's asynchronous vs blocking operator dispatch, each in
-  a fresh process (``python -m course_lib.experiments --time-decode STEPS BATCH``).
+  a fresh process (``python -m course_lib.experiments --time-decode STEPS BATCH``);
+* ``CpuShare`` — how many cores this process and everything else used while a ``with`` block
+  ran, printed beside timings (a load average counts the timing's own threads too).
 
 Timings depend on the machine and its load: compare curves measured in the same run, never
 assert on them in tests.
@@ -210,3 +212,44 @@ if __name__ == "__main__":
         print(f"DECODE_MS {1000 * _time_decode(int(sys.argv[2]), int(sys.argv[3])):.3f}", flush=True)
     else:
         sys.exit("usage: python -m course_lib.experiments --time-decode STEPS BATCH [--blocking]")
+
+
+class CpuShare:
+    """Where the machine's CPU went during a ``with`` block, in cores: this process (all its
+    threads, and the child processes it started and waited for) and every other process
+    (Linux ``/proc/stat``; elsewhere ``summary()`` says it cannot tell). A load average is a
+    1-minute moving count of runnable threads, this process's own included, so it cannot say
+    whether anything else was running; this can."""
+
+    def __enter__(self) -> "CpuShare":
+        self._start = _cpu_seconds()
+        self.own = self.others = self.wall = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end = _cpu_seconds()
+        if self._start is None or end is None:
+            return
+        self.wall, busy, own = (b - a for a, b in zip(self._start, end))
+        self.own = own / self.wall
+        self.others = max(0.0, busy - own) / self.wall
+
+    def summary(self) -> str:
+        if self.own is None:
+            return "CPU use: cannot tell here (needs Linux /proc/stat)"
+        return (f"CPU use over the timing, in cores of {os.cpu_count()}: this kernel "
+                f"{self.own:.2f}, all other processes {self.others:.2f}")
+
+
+def _cpu_seconds():
+    """(wall, busy seconds of the whole machine, CPU seconds of this process and its waited-for
+    children) or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)           # idle + iowait
+    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")         # guest time is in user
+    t = os.times()
+    return time.monotonic(), busy, t.user + t.system + t.children_user + t.children_system

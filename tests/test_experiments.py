@@ -1,11 +1,16 @@
 """course_lib.experiments: the decode-time measurement decodes exactly what ``generate`` does
 (with and without the KV cache) and reports one timing per generated step. No timed asserts."""
+import os
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
-from course_lib import baichuan
+from course_lib import baichuan, experiments
 from course_lib.baichuan import BaichuanForCausalLM
-from course_lib.experiments import decode_ms_by_position
+from course_lib.experiments import CpuShare, decode_ms_by_position
 from course_lib.generation import generate
 
 PROMPT = [11, 12, 13, 14, 15]
@@ -55,3 +60,49 @@ def test_decode_in_turns_alternates_the_settings_and_keeps_each_positions_fastes
     assert runs["with"].ms.tolist() == [1.0, 1.0] and runs["without"].ms.tolist() == [2.0, 0.5]
     with pytest.raises(ValueError, match="rounds must be an int >= 1"):
         experiments.decode_ms_in_turns(settings, rounds=0)
+
+
+
+def _burn(cpu_seconds: float) -> None:
+    """Spin until this process has used ``cpu_seconds`` of CPU (not wall) time."""
+    start = time.process_time()
+    while time.process_time() - start < cpu_seconds:
+        pass
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="CpuShare reads Linux /proc/stat")
+def test_cpu_share_tells_this_process_from_the_others():
+    """CPU seconds, not shares, so a busy machine cannot change the outcome: another process's
+    0.5 s lands in ``others`` while we only wait, a spin here lands in ``own``, and a child we
+    wait for counts as ours (16's runners each run in a process of their own)."""
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        with CpuShare() as watching:
+            while _cpu_of(child.pid) < 0.5:
+                time.sleep(0.02)
+    finally:
+        child.kill()
+        child.wait()
+    with CpuShare() as spinning:
+        _burn(0.5)
+    with CpuShare() as waiting:
+        subprocess.run([sys.executable, "-c", "import time\nstart = time.process_time()\n"
+                        "while time.process_time() - start < 0.5: pass"], check=True)
+    assert watching.others * watching.wall >= 0.4 and watching.own * watching.wall < 0.3
+    assert spinning.own * spinning.wall >= 0.45
+    assert waiting.own * waiting.wall >= 0.45
+    assert "this kernel" in spinning.summary()
+
+
+def test_cpu_share_says_when_it_cannot_tell(monkeypatch):
+    monkeypatch.setattr(experiments, "_cpu_seconds", lambda: None)
+    with CpuShare() as share:
+        pass
+    assert share.own is None and "cannot tell" in share.summary()
