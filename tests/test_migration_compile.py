@@ -169,6 +169,34 @@ def test_three_step_modes_agree():
         step_modes.run_mode("eager", lambda: model, batches)
 
 
+def test_every_kind_builds_in_pynative_so_only_the_call_changes_mode(monkeypatch):
+    """jit -> jit@graph must differ in the calling mode only: the model, optimizer and step are
+    built in PyNative for every kind, and the steps run in the kind's mode."""
+    import mindspore as ms
+    built, called = {}, {}
+    real_counter = step_modes.CompileCounter
+
+    class Spy(real_counter):
+        def __enter__(self):
+            called[kind] = ms.get_context("mode")
+            return super().__enter__()
+
+    monkeypatch.setattr(step_modes, "CompileCounter", Spy)
+    batch = (np.ones((1, 4), np.int32), np.ones((1, 4), np.int32))
+    for kind in step_modes.STEP_KINDS:
+        def make_model():
+            built[kind] = ms.get_context("mode")
+            return _Tiny()
+        monkeypatch.setattr(step_modes, "train_step_function", lambda *a: (lambda x, y: (ms.Tensor(0.0), None)))
+        monkeypatch.setattr(step_modes, "jit_train_step", lambda *a: (lambda x, y: (ms.Tensor(0.0), None)))
+        monkeypatch.setattr("course_lib.training.TrainStep", lambda *a, **k: (lambda x, y: (ms.Tensor(0.0), None)))
+        monkeypatch.setattr("course_lib.training.LossCell", lambda m: m)
+        step_modes.run_mode(kind, make_model, [batch])
+    assert set(built.values()) == {ms.PYNATIVE_MODE}
+    assert called == {"pynative": ms.PYNATIVE_MODE, "jit": ms.PYNATIVE_MODE,
+                      "jit@graph": ms.GRAPH_MODE, "graph": ms.GRAPH_MODE}
+
+
 def test_step_inputs_round_trip(tmp_path):
     """A fresh process rebuilds the same model (class, config, weights) and batches."""
     rng = np.random.default_rng(4)

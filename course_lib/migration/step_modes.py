@@ -7,6 +7,8 @@ pair differs in ONE thing:
 * ``jit``       — the same function under ``@ms.jit`` (``jit_train_step``), called in PYNATIVE
                   mode: compiled into one graph on the first call;
 * ``jit@graph`` — the same ``@ms.jit`` function, called while the context is GRAPH_MODE;
+  every kind builds its model, optimizer and step in PyNative mode (``run_mode``), so this
+  pair differs in the calling mode only;
 * ``graph``     — ``course_lib.training.TrainStep`` (a TrainOneStepCell with clipping) in
                   GRAPH_MODE: the whole Cell is compiled.
 
@@ -102,14 +104,15 @@ def run_mode(mode: str, make_model: Callable[[], object], batches: Sequence, lr:
              clip: float = 1.0) -> ModeResult:
     """Train ``make_model()`` on ``batches`` [(inputs, labels) int32 arrays] with AdamW,
     executing the step as ``mode`` (one of ``STEP_KINDS``); record loss, wall time and
-    compilations per step. Runs with this process's dispatch."""
+    compilations per step. Runs with this process's dispatch. Every kind builds the model,
+    optimizer and step in PyNative mode, so that only the call runs in the kind's mode."""
     from mindspore import Tensor
     from ..runtime import execution_mode
     from ..training import AdamW, LossCell, TrainStep
     if mode not in STEP_KINDS:
         raise ValueError(f"Unknown mode {mode!r}; choose one of {STEP_KINDS}.")
     result = ModeResult(mode)
-    with execution_mode("graph" if mode in ("graph", "jit@graph") else "pynative"):
+    with execution_mode("pynative"):             # built alike, so jit -> jit@graph changes the call only
         model = make_model()
         optimizer = AdamW(model.trainable_params(), lr)
         loss_net = LossCell(model)
@@ -119,6 +122,7 @@ def run_mode(mode: str, make_model: Callable[[], object], batches: Sequence, lr:
             step = train_step_function(loss_net, optimizer, clip)
         else:
             step = jit_train_step(loss_net, optimizer, clip)
+    with execution_mode("graph" if mode in ("graph", "jit@graph") else "pynative"):
         with CompileCounter() as counter:
             for inputs, labels in batches:
                 start = time.perf_counter()
