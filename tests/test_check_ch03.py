@@ -1,7 +1,7 @@
 import numpy as np
 
 from course_lib.check import ch03
-from course_lib.data import news_documents, review_splits
+from course_lib.data import news_documents, news_splits, review_splits
 from judging import judged as _judged
 
 
@@ -74,10 +74,13 @@ def test_number_hints_name_the_wrong_path_not_the_method(tokenizer, capsys):
     assert not ch03.ex1(0)                                       # the notebook's example call
     tokens = sum(len(tokenizer.encode(d)) for d in news_documents()[:100])
     assert not ch03.ex2(tokens // 65)                            # forgot the <eos> of each document
+    shuffled = sum(len(tokenizer.encode(d)) + 1 for d in news_splits().train[:100])
+    assert not ch03.ex2(shuffled // 65)                          # the chapter's docs[:100]: the shuffled split
     train = np.sort([len(tokenizer.encode(t)) for t, _ in review_splits().train])
     assert not ch03.ex3(int(train[int(np.ceil(0.95 * len(train))) - 1]))
     out = capsys.readouterr().out
     assert "保留最后那个不满的批" in out and "一遍的批数" in out and "<eos>" in out and "训练集" in out
+    assert "打乱了顺序" in out
     for method in ("翻倍", "整除", "//", "length_stats(", "row[:-1]"):
         assert method not in out
 

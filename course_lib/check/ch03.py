@@ -38,10 +38,11 @@ def ex1(answer) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _ex2(eos: int = 1, row: int = 65) -> int:
-    from ..data import news_documents
+def _ex2(eos: int = 1, row: int = 65, shuffled: bool = False) -> int:
+    from ..data import news_documents, news_splits
     from ..tokenizer import load_tokenizer
-    ids = load_tokenizer().encode_batch(news_documents()[:100])
+    documents = news_splits().train if shuffled else news_documents()
+    ids = load_tokenizer().encode_batch(documents[:100])
     return sum(len(x) + eos for x in ids) // row      # every row holds block_size + 1 tokens
 
 
@@ -53,7 +54,9 @@ def ex2(answer) -> bool:
     each followed by <eos>, packed with pack_blocks(..., block_size=64): how many rows?"""
     cases = [(_ex2(eos=0), "少了每篇文档后面的 <eos>：它们也是打包流里的 token（第 7 节）。"),
              (_ex2(row=64), "每行的 token 数不是 block_size：回到第 7 节看打包后每行的长度。"),
-             (_ex2(eos=2), "<eos> 加了两遍：pack_blocks 自己会在每篇后面加一个（题目）。")]
+             (_ex2(eos=2), "<eos> 加了两遍：pack_blocks 自己会在每篇后面加一个（题目）。"),
+             (_ex2(shuffled=True), "这是训练集前 100 篇的行数（本章的 `docs` 来自 `news_splits().train`，"
+                                   "切分时打乱了顺序）：题目要的是语料原来的前 100 篇，`data.news_documents()[:100]`。")]
     hint = recognised(answer, [(t, v) for v, t in cases if v != _ex2()],
                      "回到第 7 节的打包：打包前的 token 流有多长（别漏了每篇后面的 <eos>），"
                      "每行有几个 token，不满一行的尾巴怎么处理？")
