@@ -49,8 +49,8 @@ def _de_counts() -> tuple[int, int]:
 
 @exercise("number", "新闻验证集编码后，单独成为一个 token 的“的”有多少个",
           solution=lambda: _de_counts()[0],
-          question="新闻验证集（`data.news_splits().validation`）里的汉字“的”有两千多个。"
-                   "把它编码之后，**单独**成为一个 token 的“的”（就是 `tok.encode(\"的\")` 给出的那一个 id）出现了多少次？"
+          question="把新闻验证集（`data.news_splits().validation`）编码之后，"
+                   "**单独**成为一个 token 的“的”（就是 `tok.encode(\"的\")` 给出的那一个 id）出现了多少次？"
                    "答一个整数，要完全相等。（检查器只检查这个次数；再和“的”这个字出现的次数比一比，"
                    "想一想其余的“的”到哪里去了——这一问不评分。）")
 def ex3(answer) -> bool:
