@@ -200,8 +200,7 @@ def ex1(answer) -> bool:
     (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj) add to the InternLM-7B preset?"""
     return check_number(answer, _ex1(), name="ch08.ex1", integer=True, rel=0,
                         hint="先在 InternLM-tiny 上核对你的算法：第 5 节 inject_lora 的报告列出了每个被适配层的形状"
-                             "和新增的参数。7B 预设的 7 个线性层并不都是同一个形状（看 internlm_7b() 的配置）；"
-                             "第 9 节打印的 q_proj、v_proj（r=8）那个数可以核对注意力的部分。")
+                             "和新增的参数。7B 预设的 7 个线性层并不都是同一个形状（看 internlm_7b() 的配置）。")
 
 
 def _with_vocab(vocab_size: int) -> float:
