@@ -150,7 +150,8 @@ def _stopping_evaluation(scores, patience: int, reset: bool = True) -> int | Non
 @exercise("number", "SCORES 与 patience=2：第几次评估后停止训练",
           solution=lambda: _stopping_evaluation(SCORES, patience=2),
           question="每轮的验证 F1 依次是 `ch04.SCORES`，"
-                   '`EarlyStopping("f1", patience=2)` 在第几次评估之后停止训练（从 1 数起）？')
+                   "课程的 `callbacks.EarlyStopping` 监控 F1、`patience=2` 时，"
+                   "在第几次评估之后停止训练（从 1 数起）？")
 def ex4(answer) -> bool:
     """Validation F1 after each epoch is SCORES; EarlyStopping('f1', patience=2): after
     which evaluation (1-based) does training stop?"""
