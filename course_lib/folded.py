@@ -26,8 +26,9 @@ and of the embeddings of a half-precision one), refolded on the host from the li
 parameters when a generation starts and they changed (``DecodeWeights.refresh``,
 ``fingerprint``). ``generate(engine="auto")`` (``generation.engine_kind``) pays it for
 every model it can fold, float32 or, on a CPU, half precision: MindSpore 2.7's CPU has no
-bfloat16 matmul, and the layers' engine runs a float16 model operator by operator, 14-25x
-slower at Qwen2.5-0.5B's size (benchmarks/RESULTS.md, "Real size"). It takes the layers'
+bfloat16 matmul, and the layers' engine runs a float16 model operator by operator (at
+Qwen2.5-0.5B's size about 1/33 of the folded engine's speed at batch 1, 1/13 at batch 8:
+benchmarks/RESULTS.md, "Real size"). It takes the layers'
 engine when the copy would not fit in the host memory available, for a half-precision
 model on an accelerator, and for QK-norm (Qwen3), which is not folded. Equal to the
 model's forward: tests/test_engines.py (one equivalence suite over both engines).
