@@ -40,6 +40,15 @@ def test_shards_are_disjoint_and_cover_the_data():
     assert seen[0] | seen[1] == set(range(40))
 
 
+def test_digest_tells_apart_weights_the_fingerprint_cannot():
+    a = {"w": np.array([1.0, 2.0], np.float32), "b": np.zeros(3, np.float32)}
+    swapped = {"w": np.array([2.0, 1.0], np.float32), "b": np.zeros(3, np.float32)}
+    assert train_dp.fingerprint(a) == train_dp.fingerprint(swapped)      # same sum of |w|
+    assert train_dp.digest(a) != train_dp.digest(swapped)
+    assert train_dp.digest(a) == train_dp.digest({k: v.copy() for k, v in reversed(a.items())})
+    assert train_dp.digest(a) != train_dp.digest({**a, "b": np.zeros(3, np.float64)})
+
+
 def test_rank_difference_on_saved_weights(tmp_path):
     w = {"a": np.zeros((2, 2), np.float32), "b": np.ones(3, np.float32)}
     np.savez(tmp_path / "weights_rank0.npz", **w)
@@ -94,6 +103,8 @@ def test_data_parallel_ranks_end_identical(runs):
     assert all(s["world"] == 2 and s["parallel"] for s in starts.values())
     # the same initial weights, different data on each rank
     assert starts[0]["init_fingerprint"] == starts[1]["init_fingerprint"]
+    assert starts[0]["init_digest"] == starts[1]["init_digest"]          # bit-identical start
+    assert all(s["parallel_mode"] == "data_parallel" for s in starts.values())
     assert starts[0]["first_batch_sum"] != starts[1]["first_batch_sum"]
     # rank-0-only logging and checkpointing
     assert {r["rank"] for r in dp.records(kind="step")} == {0}
@@ -109,6 +120,7 @@ def test_without_parallel_context_ranks_diverge(runs):
     root, _, solo = runs
     assert solo.ok
     assert not any(s["parallel"] for s in solo.records(kind="start"))
+    assert {s["parallel_mode"] for s in solo.records(kind="start")} == {"stand_alone"}
     assert train_dp.max_rank_difference(root / "solo") > 1e-4
 
 

@@ -27,6 +27,7 @@ Run without msrun it trains on one process (world size 1) — handy for debuggin
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import time
@@ -150,6 +151,17 @@ def model_config(args):
 def fingerprint(weights: dict[str, np.ndarray]) -> float:
     """One number that differs when the weights differ (sum of |w| over all parameters)."""
     return float(sum(np.abs(w.astype(np.float64)).sum() for w in weights.values()))
+
+
+def digest(weights: dict[str, np.ndarray]) -> str:
+    """SHA-256 of every parameter's name, shape, dtype and bytes (in name order): equal
+    digests mean bit-identical weights, which a sum like ``fingerprint`` cannot promise."""
+    h = hashlib.sha256()
+    for name in sorted(weights):
+        w = np.ascontiguousarray(weights[name])
+        h.update(f"{name}|{w.shape}|{w.dtype}|".encode())
+        h.update(w.tobytes())
+    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------------------
@@ -283,6 +295,7 @@ def _save(args, model, final: dict, rank: int) -> tuple[str | None, str | None]:
 
 
 def main(argv=None) -> None:
+    import mindspore as ms
     t_start = time.perf_counter()
     args = parse_args(argv)
     rank, world, parallel = _join_cluster(args)
@@ -297,6 +310,8 @@ def main(argv=None) -> None:
     start_weights = state_dict(model)
     first = next(dataset.create_tuple_iterator(num_epochs=1))
     emit(kind="start", rank=rank, world=world, parallel=parallel,
+         parallel_mode=str(ms.get_auto_parallel_context("parallel_mode")),   # read back, per rank
+         init_digest=digest(start_weights),
          shard_batches=dataset.get_dataset_size(), first_batch_sum=int(first[0].asnumpy().sum()),
          init_fingerprint=round(fingerprint(start_weights), 3),
          parameters=int(sum(w.size for w in start_weights.values())),
