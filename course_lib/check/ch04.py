@@ -151,7 +151,9 @@ def _stopping_evaluation(scores, patience: int, reset: bool = True) -> int | Non
           solution=lambda: _stopping_evaluation(SCORES, patience=2),
           question="每轮的验证 F1 依次是 `ch04.SCORES`，"
                    "课程的 `callbacks.EarlyStopping` 监控 F1、`patience=2` 时，"
-                   "在第几次评估之后停止训练（从 1 数起）？")
+                   "在第几次评估之后停止训练（从 1 数起）？按第 4 节讲的规则手算；"
+                   "把分数喂给 `callbacks.EarlyStopping` 跑出来的答案，成绩册记为“借用”。",
+          targets=("course_lib.callbacks.EarlyStopping",))
 def ex4(answer) -> bool:
     """Validation F1 after each epoch is SCORES; EarlyStopping('f1', patience=2): after
     which evaluation (1-based) does training stop?"""
