@@ -136,3 +136,12 @@ def test_llama_kwargs_accepts_what_any_transformers_config_takes(capsys):
     assert ch11.llama_kwargs(lambda config: {**sol.llama_kwargs(config), **extras})
     assert not ch11.llama_kwargs(lambda config: {**sol.llama_kwargs(config), "hidden": 8})
     assert "LlamaConfig 没有参数 ['hidden']" in capsys.readouterr().out
+
+
+def test_llama_kwargs_takes_swish_for_silu_but_not_another_activation(capsys):
+    """transformers maps "swish" and "silu" to the same nn.SiLU: the same network, so it passes;
+    "gelu" is another network and fails on hidden_act."""
+    from course_lib.solutions import ch11 as sol
+    assert ch11.llama_kwargs(lambda config: {**sol.llama_kwargs(config), "hidden_act": "swish"})
+    assert not ch11.llama_kwargs(lambda config: {**sol.llama_kwargs(config), "hidden_act": "gelu"})
+    assert "hidden_act" in capsys.readouterr().out

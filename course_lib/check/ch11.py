@@ -193,6 +193,10 @@ def _hidden_configs():
                          max_seq_len=128, rope_base=50000.0, rms_norm_eps=1e-5), drawn)
 
 
+# transformers' ACT2FN maps both names to nn.SiLU (transformers/activations.py lines 300-301)
+_SAME_ACTIVATION = {"hidden_act": {"silu", "swish"}}
+
+
 def _kwargs_body(func):
     from ..families import llama_config_kwargs
     defaults = _llama_defaults()
@@ -211,6 +215,8 @@ def _kwargs_body(func):
         if effective.get("num_key_value_heads") is None:      # LlamaConfig: None means "= heads"
             effective["num_key_value_heads"] = effective.get("num_attention_heads")
         for key, want in llama_config_kwargs(config).items():
+            if {effective[key], want} <= _SAME_ACTIVATION.get(key, set()):
+                effective[key] = want                          # another name of the same function
             observe(f"{config.name}（hidden {config.hidden_size}）的 {key}", effective[key], want)
             if effective[key] != want:
                 why = {"attention_bias": "InternLM-1 的 q/k/v/o 投影带偏置（Llama 默认不带；第 06 章的注意力投影）。",
