@@ -47,6 +47,14 @@ def test_ex3_kv_tokens_beside_int8_weights():
     assert not ch06.ex3(24 * 2 ** 30 // per_token)          # forgot the weights
 
 
+def test_ex3_names_the_answer_backed_out_of_the_rounded_table(capsys):
+    """Section 7's table prints 24.71 GiB (fp16 weights) and 3.12 GiB (4096 tokens of KV):
+    (24 - 24.71 / 2) * 4096 / 3.12 is 0.2 % off, outside the 0.1 % the question allows."""
+    from_table = int((24 - 24.71 / 2) * 4096 / 3.12)
+    assert not ch06.ex3(from_table)
+    assert "两位小数的 GiB" in capsys.readouterr().out
+
+
 def test_ex4_devices():
     # by hand: per device 2+2 bytes/param / 8 (weights, grads) + 12 bytes/param / (8 dp)
     # + activations <= 0.9 * 16 GiB; dp = 2 needs 16.0 GiB, dp = 3 needs 12.9 -> 24 devices

@@ -493,6 +493,8 @@ def ex3(answer) -> bool:
         ("24 GiB 按 10^9 字节算了：GiB 是 2^30 字节（第 7 节开头）。",
          (KV_DEVICE_GIB * 10 ** 9 - weight_bytes(cfg, "int8")) / per_token),
         ("这是整张卡都给 KV cache 的结果：先要放下 int8 的权重。", KV_DEVICE_GIB * GiB / per_token),
+        ("差了约 0.2%：像是从第 7 节打印的表里（两位小数的 GiB）反推的。舍入误差在这里超过了允许的 0.1%："
+         "按公式从参数量、层数和宽度算出字节数。", (KV_DEVICE_GIB - 24.71 / 2) * 4096 / 3.12),
     ), "分两步：int8 权重占多少字节（参数量见第 6 节），每个 token 的 float16 KV cache 占多少字节（第 7 节）；"
        "GiB 是 2^30 字节。", rel=1e-3)
     if _negative(answer):
