@@ -75,7 +75,7 @@ def test_number_hints_name_the_wrong_path_not_the_method(tokenizer, capsys):
     tokens = sum(len(tokenizer.encode(d)) for d in news_documents()[:100])
     assert not ch03.ex2(tokens // 65)                            # forgot the <eos> of each document
     shuffled = sum(len(tokenizer.encode(d)) + 1 for d in news_splits().train[:100])
-    assert not ch03.ex2(shuffled // 65)                          # the chapter's docs[:100]: the shuffled split
+    assert not ch03.ex2(shuffled // 65)              # the chapter's docs[:100]: the shuffled split
     train = np.sort([len(tokenizer.encode(t)) for t, _ in review_splits().train])
     assert not ch03.ex3(int(train[int(np.ceil(0.95 * len(train))) - 1]))
     out = capsys.readouterr().out

@@ -281,7 +281,9 @@ def adamw_first_step(p0: float = 1.0, grad: float = 0.5, lr: float = 1e-3,
 @exercise("number", "p0=1、g=0.5 时 torch AdamW 一步之后的 p", solution=adamw_first_step,
           question="参数 `p0 = 1.0`、梯度 `g = 0.5`，"
                    "用 `torch.optim.AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)` 更新**一步**后 `p` 是多少？"
-                   "答案精确到 ±1e-6。按 AdamW 的更新规则手算（[Loshchilov & Hutter 2019](https://arxiv.org/abs/1711.05101) 的算法 2：偏差修正、解耦的权重衰减各在哪一步）。")
+                   "答案精确到 ±1e-6。按 AdamW 的更新规则手算（"
+                   "[Loshchilov & Hutter 2019](https://arxiv.org/abs/1711.05101) 的算法 2："
+                   "偏差修正、解耦的权重衰减各在哪一步）。")
 def ex3(answer) -> bool:
     """Value of p after ONE torch.optim.AdamW step: p0=1.0, grad=0.5, lr=1e-3,
     betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01."""

@@ -112,7 +112,7 @@ def run_mode(mode: str, make_model: Callable[[], object], batches: Sequence, lr:
     if mode not in STEP_KINDS:
         raise ValueError(f"Unknown mode {mode!r}; choose one of {STEP_KINDS}.")
     result = ModeResult(mode)
-    with execution_mode("pynative"):             # built alike, so jit -> jit@graph changes the call only
+    with execution_mode("pynative"):     # built alike: jit -> jit@graph changes the call only
         model = make_model()
         optimizer = AdamW(model.trainable_params(), lr)
         loss_net = LossCell(model)
