@@ -53,6 +53,14 @@ def test_ex3_adamw_first_step_matches_closed_form_and_torch():
     assert not ch13.ex3(p0 - lr * 0.1 / 0.001 ** 0.5)   # no bias correction (AdamWeightDecay)
 
 
+def test_ex3_names_the_paper_literal_decay(capsys):
+    """The AdamW paper's Algorithm 2 scales the decay by a schedule factor (1 here), torch by lr:
+    p0 - (lr * g / |g| + wd * p0) is the paper read literally; its hint names the decay term."""
+    p0, g, lr, wd = 1.0, 0.5, 1e-3, 0.01
+    assert not ch13.ex3(p0 - (lr * g / abs(g) + wd * p0))
+    assert "权重衰减这一项的系数" in capsys.readouterr().out
+
+
 def test_translation_judged_alike_whatever_its_registration_order():
     """Two correct translations may register their parameters in another order: the
     observations (gradients included) must not depend on it."""

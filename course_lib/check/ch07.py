@@ -23,7 +23,7 @@ def _logits(rng, batch, vocab):
 
 
 # ====================================================================== code exercises
-@exercise("code", "写 top_p_filter(logits, p)：核采样（nucleus）的过滤，保留的词 logit 不变，其余 -inf",
+@exercise("code", "写 my_top_p(logits, p)：核采样（nucleus）的过滤，保留的词 logit 不变，其余 -inf",
           solution=lambda: _solutions().top_p_filter,
           wrong=((lambda: _solutions().wrong_top_p_stops_early, "不到 p"),
                  (lambda: _solutions().wrong_top_p_ascending, "哪一端"),
@@ -90,7 +90,7 @@ def _diagnose_top_p(got, want, x, p, what) -> None:
     compare(got, want, what)
 
 
-@exercise("code", "写 repetition_penalty(logits, seen, penalty)：CTRL 式重复惩罚",
+@exercise("code", "写 my_repetition_penalty(logits, seen, penalty)：重复惩罚（正 logit 除以系数、负 logit 乘以系数）",
           solution=lambda: _solutions().repetition_penalty,
           wrong=((lambda: _solutions().wrong_penalty_divide_all, "负的 logit"),
                  (lambda: _solutions().wrong_penalty_every_token, "出现过"),
@@ -126,7 +126,7 @@ def repetition_penalty(func) -> bool:
                 bug = ("这个负的 logit 除以了 penalty，离 0 更近——这个词反而更可能了；"
                        "重复惩罚要让出现过的词更不可能（第 6 节开头）。")
             elif math.isclose(got[b, t], x[b, t] - penalty, rel_tol=1e-6):
-                bug = "减去 penalty 是另一种惩罚（presence penalty），不是题目要的 CTRL 式惩罚（第 6 节开头）。"
+                bug = "减去 penalty 是另一种惩罚（presence penalty），不是题目要的重复惩罚（第 6 节开头：正 logit 除以系数、负 logit 乘以系数）。"
             else:
                 bug = "对照题目：正的和负的 logit 各自怎样变。"
             raise Mismatch(f"{what}：第 {b} 行词 {t}（logit {x[b, t]:.4g}，出现过：{bool(seen[b, t])}）"
@@ -135,7 +135,7 @@ def repetition_penalty(func) -> bool:
                           body)
 
 
-@exercise("code", "写 append_kv(past_k, past_v, k, v)：把这一步的 K、V 接到 KV cache 后面",
+@exercise("code", "写 my_append_kv(past_k, past_v, k, v)：把这一步的 K、V 接到 KV cache 后面",
           solution=lambda: _solutions().append_kv,
           wrong=((lambda: _solutions().wrong_append_heads_axis, "哪一维"),
                  (lambda: _solutions().wrong_append_new_first, "顺序"),

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..solutions import ch13 as sol
 from .common import (Mismatch, _to_numpy, check_number, compare, exercise, hidden_rng, observe,
-                     run_code_check)
+                     recognised, run_code_check)
 
 BLOCK_SIZES = ((8, 20), (6, 6))                 # (hidden, inner): one square inner layer
 
@@ -281,12 +281,15 @@ def adamw_first_step(p0: float = 1.0, grad: float = 0.5, lr: float = 1e-3,
 @exercise("number", "p0=1、g=0.5 时 torch AdamW 一步之后的 p", solution=adamw_first_step,
           question="参数 `p0 = 1.0`、梯度 `g = 0.5`，"
                    "用 `torch.optim.AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)` 更新**一步**后 `p` 是多少？"
-                   "答案精确到 ±1e-6。按 AdamW 的更新规则手算（"
-                   "[Loshchilov & Hutter 2019](https://arxiv.org/abs/1711.05101) 的算法 2："
-                   "偏差修正、解耦的权重衰减各在哪一步）。")
+                   "答案精确到 ±1e-6。按 `torch.optim.AdamW` 文档里写的算法手算（本课程环境里 "
+                   "`torch/optim/adamw.py` 第 61 行起的算法框；它与 AdamW 论文的算法 2 "
+                   "在权重衰减乘的系数上不同，以 PyTorch 的为准）。")
 def ex3(answer) -> bool:
     """Value of p after ONE torch.optim.AdamW step: p0=1.0, grad=0.5, lr=1e-3,
     betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01."""
-    return check_number(answer, adamw_first_step(), name="ch13.ex3", rel=0, abs_=1e-6,
-                        hint="回到第 1 节“AdamW 的第一步为什么差这么多”：偏差修正之后第一步的 m̂、v̂ 是什么？"
-                             "再看对照表 AdamW 一行的“注意”：PyTorch 的 AdamW 怎样做权重衰减？")
+    paper = 1.0 - (1e-3 + 0.01 * 1.0)       # decay not scaled by lr (a schedule factor of 1)
+    hint = recognised(answer, [("权重衰减这一项的系数不对：PyTorch 的算法框里它乘的是什么"
+                                "（与论文的算法 2 不同）？", paper)],
+                      "回到第 1 节“AdamW 的第一步为什么差这么多”：偏差修正之后第一步的 m̂、v̂ 是什么？"
+                      "再看对照表 AdamW 一行的“注意”：PyTorch 的 AdamW 怎样做权重衰减？", abs_=1e-6)
+    return check_number(answer, adamw_first_step(), name="ch13.ex3", rel=0, abs_=1e-6, hint=hint)
