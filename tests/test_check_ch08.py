@@ -76,3 +76,16 @@ def test_the_judge_sees_the_replaced_tree(capsys):
     assert judge_run(runs["ref"], runs["ref"]).verdict == "pass"
     assert judge_run(runs["root"], runs["ref"]).verdict == "fail"
     assert judge_run(runs["short"], runs["ref"]).verdict == "fail"
+
+
+def test_an_empty_subclass_does_not_pass_for_the_learners_forward(capsys):
+    """`class MyLoRADense(lora.LoRADense): pass` inherits the library's construct, so its outputs
+    are the reference's: the checker must see that the class wrote no construct of its own."""
+    from course_lib import lora
+    from course_lib.solutions import ch08 as sol
+
+    class Empty(lora.LoRADense):
+        pass
+    assert not ch08.lora_forward(Empty)
+    assert "没有自己的 construct" in capsys.readouterr().out
+    assert ch08.lora_forward(sol.MyLoRADense)

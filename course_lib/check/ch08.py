@@ -38,6 +38,11 @@ def lora_forward(cls) -> bool:
         from ..lora import LoRADense
         from .cellcheck import compare_grads, copy_weights, randomize, same_parameters
 
+        own = isinstance(cls, type) and getattr(cls, "construct", None) is not LoRADense.construct
+        observe("类自己写了 construct（不是继承 LoRADense 的）", own, True)
+        if not own:
+            raise Mismatch("这个类没有自己的 construct：它用的是继承来的 LoRADense.construct，也就是库里的答案。"
+                           "在类里写出 construct(self, x)。")
         rng = hidden_rng(31)
         for n_in, n_out, r, alpha in ((12, 10, 3, 6.0), (8, 16, 4, 4.0)):
             base = nn.Dense(n_in, n_out)
