@@ -22,8 +22,8 @@ this table equal to the notebooks' imports):
     07 pre-training, generation .. baichuan, callbacks, data, experiments, generation,
                                    hf_weights, layers, memory, pipelines, plots, pretrained,
                                    runtime, tokenizer, trainer, zoo
-    08 InternLM + LoRA ........... data, generation, internlm, lora, measure, memory, pipelines,
-                                   sft, zoo
+    08 InternLM + LoRA ........... data, experiments, generation, internlm, lora, measure,
+                                   memory, pipelines, sft, zoo
     09 merge, export, deploy ..... export, lora, sft, zoo
     10 distributed training ...... baichuan, distributed, memory
     11 mindnlp interop ........... data, families, internlm, interop, runtime, solutions,
@@ -36,9 +36,9 @@ this table equal to the notebooks' imports):
                                    training
     15 real checkpoints .......... baichuan, conversation, families, finetune, hf_weights,
                                    internlm, lookalike, memory, pretrained
-    16 your own model ............ callbacks, conversation, export, families, finetune,
-                                   folded, generation, lookalike, lora, memory, own_model,
-                                   pipelines, plots, realsize, runtime, trainer
+    16 your own model ............ callbacks, conversation, experiments, export, families,
+                                   finetune, folded, generation, lookalike, lora, memory,
+                                   own_model, pipelines, plots, realsize, runtime, trainer
 
 Underneath, imported by the modules above: ``scale`` (``cl.pick``), ``validate`` (input
 checks), ``safeio`` (atomic writes), ``facts`` (``cl.fact``: a stated fact printed and asserted), ``hf_tokenizer``, ``measure`` and ``experiments`` (timings for notebooks and benchmarks).
