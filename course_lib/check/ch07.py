@@ -126,7 +126,8 @@ def repetition_penalty(func) -> bool:
                 bug = ("这个负的 logit 除以了 penalty，离 0 更近——这个词反而更可能了；"
                        "重复惩罚要让出现过的词更不可能（第 6 节开头）。")
             elif math.isclose(got[b, t], x[b, t] - penalty, rel_tol=1e-6):
-                bug = "减去 penalty 是另一种惩罚（presence penalty），不是题目要的重复惩罚（第 6 节开头：正 logit 除以系数、负 logit 乘以系数）。"
+                bug = ("减去 penalty 是另一种惩罚（presence penalty），不是题目要的重复惩罚"
+                       "（第 6 节开头：正 logit 除以系数、负 logit 乘以系数）。")
             else:
                 bug = "对照题目：正的和负的 logit 各自怎样变。"
             raise Mismatch(f"{what}：第 {b} 行词 {t}（logit {x[b, t]:.4g}，出现过：{bool(seen[b, t])}）"
