@@ -186,14 +186,14 @@ def test_every_kind_builds_in_pynative_so_only_the_call_changes_mode(monkeypatch
 
     def fake_step(x, y):                          # the step itself does not matter here
         return ms.Tensor(0.0), None
+    monkeypatch.setattr(step_modes, "train_step_function", lambda *a: fake_step)
+    monkeypatch.setattr(step_modes, "jit_train_step", lambda *a: fake_step)
+    monkeypatch.setattr("course_lib.training.TrainStep", lambda *a, **k: fake_step)
+    monkeypatch.setattr("course_lib.training.LossCell", lambda m: m)
     for kind in step_modes.STEP_KINDS:
         def make_model():
             built[kind] = ms.get_context("mode")
             return _Tiny()
-        monkeypatch.setattr(step_modes, "train_step_function", lambda *a: fake_step)
-        monkeypatch.setattr(step_modes, "jit_train_step", lambda *a: fake_step)
-        monkeypatch.setattr("course_lib.training.TrainStep", lambda *a, **k: fake_step)
-        monkeypatch.setattr("course_lib.training.LossCell", lambda m: m)
         step_modes.run_mode(kind, make_model, [batch])
     assert set(built.values()) == {ms.PYNATIVE_MODE}
     assert called == {"pynative": ms.PYNATIVE_MODE, "jit": ms.PYNATIVE_MODE,

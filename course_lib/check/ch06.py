@@ -470,6 +470,15 @@ def _kv_tokens() -> int:
     return int((KV_DEVICE_GIB * GiB - weight_bytes(cfg, "int8")) // kv_cache_bytes(cfg, 1, 1, "fp16"))
 
 
+def _kv_tokens_from_printed_table(cfg) -> float:
+    """ex3 backed out of section 7's table, whose GiB are printed to two decimals: int8 weights
+    as half the fp16 row, the KV cache per token from the 4096-token row."""
+    from ..memory import GiB, kv_cache_bytes, weight_bytes
+    fp16 = round(weight_bytes(cfg, "fp16") / GiB, 2)
+    kv_4096 = round(kv_cache_bytes(cfg, 1, 4096) / GiB, 2)
+    return (KV_DEVICE_GIB - fp16 / 2) * 4096 / kv_4096
+
+
 @exercise("number", "24 GiB 的卡、int8 权重的 Baichuan-13B：剩下的显存能装多少个 token 的 float16 KV cache",
           solution=_kv_tokens,
           question="用一张 24 GiB 的卡部署 Baichuan-13B 做推理：权重以 int8 存放（每个参数 1 字节，"
@@ -494,7 +503,7 @@ def ex3(answer) -> bool:
          (KV_DEVICE_GIB * 10 ** 9 - weight_bytes(cfg, "int8")) / per_token),
         ("这是整张卡都给 KV cache 的结果：先要放下 int8 的权重。", KV_DEVICE_GIB * GiB / per_token),
         ("差了约 0.2%：像是从第 7 节打印的表里（两位小数的 GiB）反推的。舍入误差在这里超过了允许的 0.1%："
-         "按公式从参数量、层数和宽度算出字节数。", (KV_DEVICE_GIB - 24.71 / 2) * 4096 / 3.12),
+         "按公式从参数量、层数和宽度算出字节数。", _kv_tokens_from_printed_table(cfg)),
     ), "分两步：int8 权重占多少字节（参数量见第 6 节），每个 token 的 float16 KV cache 占多少字节（第 7 节）；"
        "GiB 是 2^30 字节。", rel=1e-3)
     if _negative(answer):

@@ -194,7 +194,7 @@ def _hidden_configs():
 
 
 # transformers' ACT2FN maps both names to nn.SiLU (transformers/activations.py lines 300-301)
-_SAME_ACTIVATION = {"hidden_act": {"silu", "swish"}}
+_SILU_NAMES = {"silu", "swish"}
 
 
 def _kwargs_body(func):
@@ -215,7 +215,8 @@ def _kwargs_body(func):
         if effective.get("num_key_value_heads") is None:      # LlamaConfig: None means "= heads"
             effective["num_key_value_heads"] = effective.get("num_attention_heads")
         for key, want in llama_config_kwargs(config).items():
-            if {effective[key], want} <= _SAME_ACTIVATION.get(key, set()):
+            value = effective[key]
+            if key == "hidden_act" and isinstance(value, str) and {value, want} <= _SILU_NAMES:
                 effective[key] = want                          # another name of the same function
             observe(f"{config.name}（hidden {config.hidden_size}）的 {key}", effective[key], want)
             if effective[key] != want:
