@@ -257,7 +257,7 @@ def _indices(answer) -> list | None:
 
 @exercise("number", "概率 PROBS 做 p=0.8 的 top-p 过滤后保留哪些下标", solution=_kept_top_p,
           question="下一个 token 的概率是 `ch07.PROBS`（已按从大到小排好），top-p 取 0.8 时保留哪些下标？"
-                   "给出下标的列表（从 0 数）。可以手算，也可以用你自己写的 `my_top_p`（它接收的是 logits：先对概率取 `np.log`）；"
+                   "给出下标的列表（从 0 数）。可以手算，也可以用你自己写的 `my_top_p`（它接收的是形状 (batch, vocab) 的 logits：把概率放进一行 `np.log([ch07.PROBS])`，再看第 0 行）；"
                    "不要调用 `generation.apply_top_p`，成绩册把用它得到的答案记为“借用”。",
           targets=("course_lib.generation.apply_top_p", "course_lib.generation.next_token_scores"))
 def ex2(answer) -> bool:
