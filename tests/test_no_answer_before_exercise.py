@@ -322,3 +322,33 @@ def test_a_worked_example_waits_for_an_attempt(capsys):
     assert shown == [1]
     with pytest.raises(KeyError):
         after_attempt("ch06.no_such_exercise", print)
+
+
+def test_the_cells_below_build_with_yours_once_it_passes(capsys, monkeypatch):
+    """``check.yours_or_reference``: the library's version until the learner's latest checked
+    attempt passed in this kernel, then the learner's; a later wrong attempt switches back; in
+    the gradebook's learner process (``COURSE_GRADING=1``) always the library's."""
+    from course_lib.check import ch06, common, yours_or_reference
+    from course_lib.solutions import ch06 as sol
+    common.PASSED.discard("ch06.alibi_slopes")
+
+    def mine(n):
+        return sol.alibi_slopes(n)
+
+    def wrong(n):
+        return sol.wrong_alibi_naive(n)
+    assert yours_or_reference("ch06.alibi_slopes", mine, sol.wrong_alibi_from_zero) is sol.wrong_alibi_from_zero
+    assert "course_lib.solutions.ch06.wrong_alibi_from_zero" in capsys.readouterr().out
+    ch06.alibi_slopes(wrong)
+    assert yours_or_reference("ch06.alibi_slopes", mine, wrong) is wrong
+    ch06.alibi_slopes(mine)
+    capsys.readouterr()
+    assert yours_or_reference("ch06.alibi_slopes", mine, wrong) is mine
+    assert "你的 mine" in capsys.readouterr().out
+    monkeypatch.setenv("COURSE_GRADING", "1")
+    assert yours_or_reference("ch06.alibi_slopes", mine, wrong) is wrong
+    monkeypatch.delenv("COURSE_GRADING")
+    ch06.alibi_slopes(wrong)                              # the latest attempt decides
+    assert yours_or_reference("ch06.alibi_slopes", mine, wrong) is wrong
+    with pytest.raises(KeyError):
+        yours_or_reference("ch06.no_such_exercise", mine, wrong)

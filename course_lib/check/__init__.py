@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import pkgutil
 
-from .common import ATTEMPTED, EXERCISES, Exercise  # noqa: F401
+from .common import ATTEMPTED, EXERCISES, PASSED, Exercise  # noqa: F401
 
 
 def all_exercises() -> dict[str, Exercise]:
@@ -44,6 +45,22 @@ def after_attempt(name: str, show, what: str = "这一格的输出") -> None:
         print(f"⏳ {what}在你写完并运行过 {name} 的检查之后显示在这里：先做练习，再重新运行这一格。")
         return
     show()
+
+
+def yours_or_reference(name: str, yours, reference):
+    """What the cells below exercise ``name`` build with: the learner's ``yours`` once its
+    latest checked attempt in this kernel passed, else the library's ``reference``; prints
+    which one. In the gradebook's learner process (``COURSE_GRADING=1``) always ``reference``:
+    code there must not learn a verdict."""
+    all_exercises()
+    if name not in EXERCISES:
+        raise KeyError(f"No exercise {name!r}; see python -m course_lib.check --list")
+    mine = name in PASSED and os.environ.get("COURSE_GRADING") != "1"
+    label = getattr(yours if mine else reference, "__name__", "?")
+    print(f"下面用你的 {label}（{name} 已通过）" if mine else
+          f"下面用课程库的 {reference.__module__}.{label}：{name} 通过之后，重新运行这一格就换成你的 "
+          f"{getattr(yours, '__name__', '答案')}")
+    return yours if mine else reference
 
 
 def source_after(name: str, *objects) -> None:

@@ -123,11 +123,14 @@ def provenance(obj) -> dict:
 
 
 ATTEMPTED: set[str] = set()          # exercises whose checker ran a learner's attempt in this process
+PASSED: set[str] = set()             # ... whose latest checked attempt in this process passed
 
 
 def _record(name: str, passed: bool, hint: str, attempted: bool = True) -> None:
     if attempted and name:
         ATTEMPTED.add(name)
+    if name:
+        (PASSED.add if passed and attempted else PASSED.discard)(name)
     run = next((r for r in reversed(_OPEN) if r["name"] == name), None)
     obs, prov = (tuple(run["obs"]), run["provenance"]) if run else ((), None)
     for found in _RECORDERS:
