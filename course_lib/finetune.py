@@ -5,8 +5,9 @@
 
 1. prints the per-device memory plan of this fine-tune for the model in ``--model-dir``
    (frozen base in half precision + LoRA adapters with float32 master copy and AdamW state
-   + activations of one micro-batch), for one ``--device-gib`` device (64 GB Ascend by
-   default), and stops if it does not fit;
+   + activations of one micro-batch, without recomputation: the training loop of step 4 does
+   not recompute), for one ``--device-gib`` device (64 GB Ascend by default), and stops if it
+   does not fit;
 2. loads the model with ``from_pretrained`` and its tokenizer with ``load_hf_tokenizer``;
 3. turns each JSON line — ``{"messages": [{"role": "user", ...}, {"role": "assistant",
    ...}]}`` — into the family's chat-format prompt (``conversation.chat_format``) + the
@@ -41,10 +42,11 @@ END_OF_TURN = {"qwen2": "<|im_end|>", "qwen3": "<|im_end|>", "internlm2": "<|im_
 
 
 def lora_plan(config, targets, r: int, device_gib: float, seq_len: int, micro_batch: int = 1,
-              dtype: str = "bf16") -> tuple[memory.MemoryBreakdown, bool]:
+              dtype: str = "bf16", recompute: bool = False) -> tuple[memory.MemoryBreakdown, bool]:
     """Per-device bytes of a LoRA fine-tune: frozen base weights at ``dtype``, adapters
-    trained in mixed precision (16 B/parameter), activations of one micro-batch with full
-    recomputation."""
+    trained in mixed precision (16 B/parameter), activations of one micro-batch, with full
+    recomputation if ``recompute`` (this module's training loop does not recompute: the
+    default is what :func:`run` does)."""
     h, L = config.hidden_size, config.num_layers
     q, kv, _ = config.qkv_sizes
     per_layer = {"q_proj": h + q, "k_proj": h + kv, "v_proj": h + kv, "o_proj": q + h,
@@ -53,7 +55,7 @@ def lora_plan(config, targets, r: int, device_gib: float, seq_len: int, micro_ba
                  "up_proj": h + config.intermediate_size, "down_proj": h + config.intermediate_size}
     trainable = L * r * sum(per_layer[t] for t in targets)
     state = memory.training_state_bytes(trainable, config.num_parameters(), "mixed", dtype)
-    acts = memory.activation_bytes(config, micro_batch, seq_len, dtype, recompute=True)
+    acts = memory.activation_bytes(config, micro_batch, seq_len, dtype, recompute=recompute)
     total = memory.MemoryBreakdown(state.weights, state.gradients, state.master_weights,
                                    state.optimizer_states, acts)
     return total, total.total <= device_gib * memory.GiB
@@ -72,7 +74,8 @@ def print_plan(config, r: int, device_gib: float, seq_len: int, micro_batch: int
     targets = (config.qkv_name,) if config.fused_qkv else ("q_proj", "v_proj")
     plan, fits = lora_plan(config, targets, r, device_gib, seq_len, micro_batch)
     print(f"LoRA plan for {config.name} on one {device_gib:g} GiB device (r={r}, {targets}, "
-          f"micro-batch {micro_batch} x {seq_len} tokens, bf16 base, recompute): GiB "
+          f"micro-batch {micro_batch} x {seq_len} tokens, bf16 base, no recomputation like the "
+          f"training loop): GiB "
           f"{plan.gib()} -> {'fits' if fits else 'DOES NOT FIT'}")
     return fits
 

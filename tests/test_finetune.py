@@ -42,6 +42,19 @@ def test_plan_for_the_real_internlm_7b_on_one_64gb_device():
     assert round(memory.weight_bytes(cfg, "bf16") / memory.GiB, 2) == 13.64
 
 
+def test_the_plan_counts_activations_as_the_training_loop_keeps_them():
+    """``run`` trains without recomputation, so the plan it prints and checks must not assume
+    it: Baichuan-13B LoRA at 2 x 2048 fits one 64 GiB device only with full recomputation."""
+    from course_lib.baichuan import baichuan_13b
+    cfg = baichuan_13b()
+    kept, fits = finetune.lora_plan(cfg, ("W_pack",), 8, device_gib=64, seq_len=2048, micro_batch=2)
+    assert kept.activations == memory.activation_bytes(cfg, 2, 2048, "bf16", recompute=False) and not fits
+    assert finetune.lora_plan(cfg, ("W_pack",), 8, 64, 2048, 2, recompute=True)[1]
+    cli = subprocess.run([sys.executable, "-m", "course_lib.finetune", "--plan-only", "baichuan-13b",
+                          "--max-len", "2048"], capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0 and "no recomputation" in cli.stdout and "DOES NOT FIT" in cli.stdout
+
+
 def test_cli_reports_a_directory_without_weights_clearly(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"text": "no messages"}\n')
     d = tmp_path / "m"
