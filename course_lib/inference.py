@@ -70,11 +70,18 @@ class ServeReport:
     completions: list             # Completion, ordered by request id
     seconds: float                # first arrival -> last finish
     passes: list = field(default_factory=list)   # ("prefill" | "decode", rows) per forward pass
+    pass_seconds: list = field(default_factory=list)   # wall seconds of each pass (the model call)
 
     @property
     def batch_sizes(self) -> list:
         """Rows in each decoding step (the batch occupancy)."""
         return [rows for kind, rows in self.passes if kind == "decode"]
+
+    @property
+    def decode_seconds(self) -> list:
+        """Wall seconds of each decoding step's forward pass (prefills and the host's token
+        choice, merging and bookkeeping excluded)."""
+        return [t for (kind, _), t in zip(self.passes, self.pass_seconds) if kind == "decode"]
 
     @property
     def tokens(self) -> int:
@@ -181,6 +188,15 @@ def _choose(state: DecodeState, seen: dict, rngs: dict, sampling: dict) -> list:
     return choose_tokens(state.logits, seen_rows, [rngs[rid] for rid in state.rows], **sampling)
 
 
+def _timed(seconds: list, forward, *args):
+    """``forward(*args)``, appending its wall seconds to ``seconds``. Both forward passes
+    return the logits on the host (``asnumpy``), so the work is done when they return."""
+    t0 = time.perf_counter()
+    out = forward(*args)
+    seconds.append(time.perf_counter() - t0)
+    return out
+
+
 def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None, pad_id: int = 0,
           do_sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
           repetition_penalty: float = 1.0, seed: int = 0, progress=None) -> ServeReport:
@@ -196,7 +212,7 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
     rngs = {r.id: np.random.default_rng(seed + r.id) for r in requests}
     sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
                     repetition_penalty=repetition_penalty)
-    first_token, finished, passes, state = {}, {}, [], None
+    first_token, finished, passes, pass_seconds, state = {}, {}, [], [], None
     start = time.perf_counter()
     now = lambda: time.perf_counter() - start     # noqa: E731
     while waiting or state is not None:
@@ -206,7 +222,7 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
             time.sleep(max(0.0, waiting[0].arrival - now()))
             continue
         if admitted:
-            joining = prefill(model, [list(r.prompt_ids) for r in admitted], pad_id)
+            joining = _timed(pass_seconds, prefill, model, [list(r.prompt_ids) for r in admitted], pad_id)
             joining.rows = [r.id for r in admitted]
             passes.append(("prefill", len(admitted)))
             state = joining if state is None else merge_states(state, joining, pad_id)
@@ -235,8 +251,8 @@ def serve(model, requests: Sequence[Request], max_batch: int = 8, *, eos_id=None
             chosen = [chosen[i] for i in keep]
         # 4. One forward pass for the whole batch, from the KV cache.
         passes.append(("decode", state.batch_size))
-        decode_step(model, state, chosen)
+        _timed(pass_seconds, decode_step, model, state, chosen)
 
     completions = [Completion(by_id[i], outputs[i], first_token[i], finished[i]) for i in sorted(by_id)]
     seconds = max(finished.values()) - min(r.arrival for r in requests)
-    return ServeReport(max_batch, completions, seconds, passes)
+    return ServeReport(max_batch, completions, seconds, passes, pass_seconds)

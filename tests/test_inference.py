@@ -57,6 +57,8 @@ def test_dynamic_batching_equals_one_at_a_time_greedy(which, models):
     assert [report.tokens_by_id()[i] for i in range(5)] == reference
     assert report.passes[0] == ("prefill", 3) and max(report.batch_sizes) == 3
     assert any(kind == "prefill" for kind, _ in report.passes[1:])   # joining mid-flight
+    assert len(report.pass_seconds) == len(report.passes) and min(report.pass_seconds) > 0
+    assert len(report.decode_seconds) == len(report.batch_sizes) and sum(report.pass_seconds) < report.seconds
 
 
 def test_max_batch_one_is_one_pass_per_token(models):
