@@ -9,6 +9,9 @@ def test_peak_number(capsys):
     assert "这个数只是全部权重" in capsys.readouterr().out
     assert not ch15.peak_gib(15.5) and not ch15.peak_gib("lots")
     assert "这个数只是全部权重" not in capsys.readouterr().out
+    assert not ch15.peak_gib(14.44)        # section 7's printed 13.65 (base + LoRA) + the 0.79 tensor
+    assert "包含 LoRA 适配器" in capsys.readouterr().out
+    assert ch15.peak_gib(14.43)            # the base alone, by hand, rounded as asked
 
 
 def test_hidden_chat_follows_the_grading_salt(monkeypatch):

@@ -265,9 +265,11 @@ def _trainable_percent(r: int = 16, targets: int = 4) -> float:
 
 @exercise("number", "小 Llama 的 q/k/v/o 上 r=16 的 LoRA：print_trainable_parameters 打印的 trainable% 是多少",
           solution=_trainable_percent,
-          question="本章的小 Llama（第 3 节加载的 `model`）如果不用第 4 节的 LoRA，而改用 `LoraConfig(r=16, lora_alpha=32, "
+          question="本章的小 Llama（第 3 节加载的 `model`，与第 2 节新建的 `fresh` 结构相同）如果不用第 4 节的 LoRA，而改用 `LoraConfig(r=16, lora_alpha=32, "
                    "target_modules=[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"])`，"
-                   "`print_trainable_parameters()` 打印的 `trainable%` 是多少？（和它的打印格式一样保留 4 位小数）")
+                   "`print_trainable_parameters()` 打印的 `trainable%` 是多少？（和它的打印格式一样保留 4 位小数）"
+                   "可以手算；要用 mindnlp 验证，就对一个新建的同结构模型调用 `get_peft_model`"
+                   "（`model` 已经过第 4 节的 `get_peft_model` 和第 6 节的合并，`get_peft_model` 会原地改动传给它的模型）。")
 def ex1(answer) -> bool:
     """``print_trainable_parameters()``'s trainable% for LoRA r=16 on q_proj, k_proj, v_proj
     and o_proj of the notebook's tiny Llama (hidden 128, 2 layers, vocabulary 8000)."""

@@ -31,6 +31,13 @@ def _plan():
     return load_plan(internlm_7b(), "bfloat16", host_available=0)
 
 
+def _lora_weights() -> int:
+    """Section 7's LoRA ledger ``weights``: the base in bfloat16 plus the q/v adapters."""
+    from ..finetune import lora_plan
+    from ..internlm import internlm_7b
+    return lora_plan(internlm_7b(), ("q_proj", "v_proj"), r=8, device_gib=64, seq_len=2048, micro_batch=2)[0].weights
+
+
 def _peak_gib() -> float:
     from ..memory import GiB
     return round(_plan().host_peak / GiB, 2)
@@ -44,8 +51,13 @@ def _peak_gib() -> float:
                    "用第 3 节的公式手算；不要调用 `memory.load_plan`，成绩册把用它得到的答案记为“借用”。")
 def peak_gib(answer) -> bool:
     from ..memory import GiB
+    plan, lora = _plan(), _lora_weights()
+    with_adapters = "第 7 节账本里的 weights 一项包含 LoRA 适配器；加载的只是基座的权重。"
     hint = recognised(answer, [("这个数只是全部权重（bfloat16）：第 3 节的峰值里还有“正在搬运的那一个张量”，"
-                                "它在 InternLM-7B 里是哪一个、有多大？", _plan().weights / GiB)],
+                                "它在 InternLM-7B 里是哪一个、有多大？", plan.weights / GiB),
+                               (with_adapters, (lora + plan.host_peak - plan.weights) / GiB),
+                               (with_adapters, round(lora / GiB, 2) + round((plan.host_peak - plan.weights) / GiB, 2)),
+                               (with_adapters + "峰值里还有“正在搬运的那一个张量”。", lora / GiB)],
                       "回到第 3 节的峰值公式：全部权重按目标精度一共多少字节？“正在搬运的那一个张量”"
                       "在 InternLM-7B 里是哪一个、有多大？", abs_=0.006)
     return check_number(answer, _peak_gib(), name="ch15.peak_gib", abs_=0.006, hint=hint)
