@@ -6,7 +6,7 @@
 For each model size the same random batch (batch x seq tokens) is trained with
 ``LLMTrainer`` in GRAPH mode twice: LoRA (r=8 on q_proj and v_proj, optimizer over the
 adapters only) and full fine-tuning (every parameter). The two are timed in alternating
-rounds so that background load hits both alike; the printed step time is the median over
+rounds (the order reversed every other round) so that background load hits both alike; the printed step time is the median over
 rounds and the ratio is full / LoRA. Parameter counts and optimizer-state bytes are exact
 (read from the optimizer's own state Parameters). For the InternLM-7B preset nothing is
 trained: its LoRA parameter count is computed from the real module structure, built
@@ -15,6 +15,7 @@ without allocating weights, and checked against the closed form.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -22,6 +23,8 @@ import numpy as np
 
 import course_lib as cl
 from course_lib.blocks import count_parameters
+from course_lib.experiments import CpuShare
+from course_lib.runtime import turn_order
 
 
 def build(config, method: str, r: int, batch: int, seq: int, steps: int):
@@ -54,9 +57,9 @@ def compare(name, config, r, batch, seq, steps, rounds):
     for t in trainers.values():          # compile + warm up
         t.train(steps=2)
     times = {m: [] for m in trainers}
-    for _ in range(rounds):
-        for m, t in trainers.items():
-            times[m].append(time_steps(t, steps))
+    for k in range(rounds):
+        for m in turn_order(trainers, k):        # LoRA first in even rounds, full first in odd ones
+            times[m].append(time_steps(trainers[m], steps))
     print(f"\n== {name}: hidden {config.hidden_size}, layers {config.num_layers}, vocab "
           f"{config.vocab_size}; batch {batch} x seq {seq}; median of {rounds} rounds x {steps} steps")
     print(f"{'method':<6} {'trainable':>12} {'total':>12} {'fraction':>9} "
@@ -77,7 +80,7 @@ def compare(name, config, r, batch, seq, steps, rounds):
 def seven_b(r: int):
     from course_lib.internlm import InternLMForCausalLM, internlm_7b
     from course_lib.lora import inject_lora, parameter_counts
-    from course_lib.memory import GiB, build_lazy, training_state_bytes
+    from course_lib.memory import build_lazy, training_state_bytes
 
     cfg = internlm_7b()
     start = time.perf_counter()
@@ -108,10 +111,13 @@ def main():
     args = parser.parse_args()
     cl.setup(device="CPU", mode="graph", seed=0)
     from course_lib.internlm import tiny
-    ratios = [compare("InternLM-tiny", tiny(), args.r, 8, 128, args.steps, args.rounds),
-              compare("InternLM-small", tiny(hidden_size=512, num_layers=4, num_heads=8,
-                                             intermediate_size=1376, name="internlm-small"),
-                      args.r, 8, 128, max(2, args.steps // 4), args.rounds)]
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with CpuShare() as cpu:
+        ratios = [compare("InternLM-tiny", tiny(), args.r, 8, 128, args.steps, args.rounds),
+                  compare("InternLM-small", tiny(hidden_size=512, num_layers=4, num_heads=8,
+                                                 intermediate_size=1376, name="internlm-small"),
+                          args.r, 8, 128, max(2, args.steps // 4), args.rounds)]
+    print(f"\n{cpu.summary()}")
     print(f"\nLoRA step faster than full fine-tuning in both sizes: {min(ratios) > 1.0}")
     seven_b(args.r)
 
