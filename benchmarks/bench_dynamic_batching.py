@@ -12,8 +12,8 @@ the live Cell in GRAPH mode — measured side by side in one run.
 2. Decode step, median seconds per step on one batch of 8 prompts, as notebook 12 does: the
    cache together with what runs the step (PyNative ``decode_step`` with a growing cache vs
    the layers' ``DecodeEngine`` with a static cache, run op by op: two changes), the mode
-   alone (that engine in PyNative vs compiled in GRAPH), the engine alone (GRAPH
-   ``DecodeEngine`` vs ``FoldedEngine``).
+   alone (that engine in PyNative vs compiled in GRAPH), the engine (GRAPH ``DecodeEngine``
+   vs ``FoldedEngine``, which differ in several ways).
 3. Deployment: median forward latency of the live Cell compiled in GRAPH mode vs its MINDIR
    export (the same mode: only the format differs).
 0. First, PyNative's operator dispatch: ``decode_step`` time with the default asynchronous
@@ -132,7 +132,7 @@ def main():
           f"{growing / lp:.2f}x ({growing * 1e3:.1f} ms vs {lp * 1e3:.1f} ms)")
     print(f"decode step, the mode alone (layers engine PyNative / GRAPH): {lp / lg:.1f}x "
           f"({lp * 1e3:.1f} ms vs {lg * 1e3:.1f} ms; compile {static[('layers', 'graph')].compile_seconds:.1f} s)")
-    print(f"decode step, the engine alone (GRAPH layers / folded): {lg / fg:.2f}x "
+    print(f"decode step, the engine (GRAPH layers / folded; the engines differ in several ways): {lg / fg:.2f}x "
           f"({lg * 1e3:.1f} ms vs {fg * 1e3:.1f} ms)")
     print(f"forward live Cell / MINDIR, both GRAPH: {live_s / mindir_s:.2f}x "
           f"({live_s * 1e3:.1f} ms vs {mindir_s * 1e3:.1f} ms; MINDIR {info.bytes / 2**20:.1f} MiB, "

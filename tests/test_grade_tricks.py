@@ -310,3 +310,22 @@ def test_slopes_taken_from_transformers_are_borrowed(code, verdict):
     assert (found.verdict if found else None) == verdict, found
     if verdict:
         assert "transformers" in found.reason and "参考答案" not in found.reason, found.reason
+
+
+@pytest.mark.parametrize("name, code", [
+    ("ch16.kv_bytes_per_token",     # the plan section 1 prints carries the KV cache of a full-length sequence
+     "plan = memory.load_plan(qwen05, 'bfloat16', device='Ascend')\n"
+     "ch16.kv_bytes_per_token(plan.kv_cache // qwen05.max_seq_len)\n"),
+    ("ch15.peak_gib",               # from_pretrained prints the same load plan before it reads weights
+     "model = cl.from_pretrained(config_only_dir, 'bfloat16')\nch15.peak_gib(14.43)\n"),
+])
+def test_a_library_call_that_prints_the_answer_is_borrowed(name, code):
+    """The registry's targets cover every library call that hands out the number: a plan's
+    ``kv_cache`` field, or the plan ``from_pretrained`` prints, is borrowing too."""
+    from course_lib.check import all_exercises
+    from course_lib.grade.audit import read_cell
+    registry = all_exercises()
+    setup = "import course_lib as cl\nfrom course_lib import memory\n"
+    reading = read_cell(code, setup, [name], {name: registry[name].targets}, {f"course_lib.check.{name}"})
+    found = reading.finding or reading.refused.get(name)
+    assert found is not None and found.verdict == "borrowed"

@@ -45,10 +45,11 @@ def _peak_gib() -> float:
 
 @exercise("number", "以 bfloat16 流式加载 InternLM-7B：主机内存峰值是多少 GiB（两位小数）？",
           solution=_peak_gib,
-          targets=("course_lib.memory.load_plan",),      # section 3's demo: one argument away from the answer
+          targets=("course_lib.memory.load_plan", "course_lib.from_pretrained",   # both print the plan
+                   "course_lib.pretrained.from_pretrained"),
           question="以 bfloat16 流式加载 InternLM-7B（`internlm_7b()`，不需要真的下载），"
                    "主机内存峰值是多少 GiB（1 GiB = 2**30 字节）？保留两位小数（检查器接受 ±0.006）。"
-                   "用第 3 节的公式手算；不要调用 `memory.load_plan`，成绩册把用它得到的答案记为“借用”。")
+                   "用第 3 节的公式手算；不要调用 `memory.load_plan` 或 `cl.from_pretrained`（它在读权重之前打印同一份计划），成绩册把用它们得到的答案记为“借用”。")
 def peak_gib(answer) -> bool:
     from ..memory import GiB
     plan, lora = _plan(), _lora_weights()

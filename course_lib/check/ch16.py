@@ -26,8 +26,8 @@ def _kv_bytes() -> int:
                    "每多一个 token，KV cache 增加多少字节（一个整数）？用题目里的数手算，或用第 1 节按真实配置写出的 `qwen05`；"
                    "不要用本章的 `SHAPE`、`shape`、`cfg` 或加载的模型：成绩册在 CI 规模下评分，那里它们都会缩小。"
                    "第 06 章第 7 节的 KV cache 公式写的是多头注意力，GQA 的模型要想想每层的 K、V 各有多宽；"
-                   "不要调用 `memory.kv_cache_bytes`：成绩册把用它得到的答案记为“借用”。",
-          targets=("course_lib.memory.kv_cache_bytes",))
+                   "不要调用 `memory.kv_cache_bytes` 或 `memory.load_plan`（它的计划里有 KV cache 一项）：成绩册把用它们得到的答案记为“借用”。",
+          targets=("course_lib.memory.kv_cache_bytes", "course_lib.memory.load_plan"))
 def kv_bytes_per_token(answer) -> bool:
     return check_number(answer, _kv_bytes(), name="ch16.kv_bytes_per_token", abs_=0.5,
                         hint="回到 KV cache 缓存的是什么（第 06 章第 7 节）：每一层、每个 token 存哪些向量？"
