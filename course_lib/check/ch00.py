@@ -16,7 +16,7 @@ WORD = "深度学习"
           question=f'课程分词器把 `"{WORD}"` 编码成几个 id？答一个整数，要完全相等（数的是 id，不是字数）。')
 def ex1(answer) -> bool:
     """How many token ids does the course tokenizer produce for WORD?"""
-    hint = recognised(answer, [("分词器没有把这四个字合成一个 id：第 4 节打印了它怎样切分文本。", 1),
+    hint = recognised(answer, [("分词器没有把这四个字合成一个 id：用第 4 节的 `tok.encode` 看它怎样切分这四个字。", 1),
                                ("这是字数：分词器的 id 不一定一字一个，常见的词可能合成一个 id（第 4 节）。", len(WORD))],
                      "回到第 4 节的分词器：数的是它为这段文字给出的 id，不是你估计的词数。")
     return check_number(answer, _count(WORD), integer=True, name="ch00.ex1", hint=hint)

@@ -147,7 +147,7 @@ def _check_export(func, path, batch, seq) -> None:
     file = path.with_name(path.name + ".mindir")
     if not file.is_file():
         raise fail(f"没有找到 {file.name}（目录里有 {files}）：ms.export 会自己在 file_name 后面加上 .mindir，"
-                   "所以 file_name 就是 path 本身，不带扩展名、不换目录。")
+                   "所以 file_name 就是 str(path)（ms.export 要字符串，不收 pathlib.Path），不带扩展名、不换目录。")
     from ..export import mindir_inputs
     recorded = mindir_inputs(file)
     observe(f"{file.name} 记录的输入（形状、dtype）", recorded, [((batch, seq), "int32")])
