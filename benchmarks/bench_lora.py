@@ -6,8 +6,8 @@
 For each model size the same random batch (batch x seq tokens) is trained with
 ``LLMTrainer`` in GRAPH mode twice: LoRA (r=8 on q_proj and v_proj, optimizer over the
 adapters only) and full fine-tuning (every parameter). The two are timed in alternating
-rounds (the order reversed every other round) so that background load hits both alike; the printed step time is the median over
-rounds and the ratio is full / LoRA. Parameter counts and optimizer-state bytes are exact
+rounds (the order reversed every other round) so that background load hits both alike; the
+printed step time is the median over rounds and the ratio is full / LoRA. Parameter counts and optimizer-state bytes are exact
 (read from the optimizer's own state Parameters). For the InternLM-7B preset nothing is
 trained: its LoRA parameter count is computed from the real module structure, built
 without allocating weights, and checked against the closed form.

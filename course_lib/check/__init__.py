@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import pkgutil
 
 from .common import ATTEMPTED, EXERCISES, PASSED, Exercise  # noqa: F401
@@ -34,13 +33,17 @@ def show_solution(name: str) -> None:
     print(inspect.getsource(target))
 
 
+def _registered(name: str) -> None:
+    """Raise KeyError unless ``name`` is a registered exercise."""
+    if name not in all_exercises():
+        raise KeyError(f"No exercise {name!r}; see python -m course_lib.check --list")
+
+
 def after_attempt(name: str, show, what: str = "这一格的输出") -> None:
     """Call ``show()`` once the learner has run exercise ``name``'s checker on an attempt in
     this kernel; before that, print only how to see ``what``. A notebook stored with
     untouched scaffolds thus shows nothing of the answer below its exercise."""
-    all_exercises()
-    if name not in EXERCISES:
-        raise KeyError(f"No exercise {name!r}; see python -m course_lib.check --list")
+    _registered(name)
     if name not in ATTEMPTED:
         print(f"⏳ {what}在你写完并运行过 {name} 的检查之后显示在这里：先做练习，再重新运行这一格。")
         return
@@ -52,10 +55,9 @@ def yours_or_reference(name: str, yours, reference):
     latest checked attempt in this kernel passed, else the library's ``reference``; prints
     which one. In the gradebook's learner process (``COURSE_GRADING=1``) always ``reference``:
     code there must not learn a verdict."""
-    all_exercises()
-    if name not in EXERCISES:
-        raise KeyError(f"No exercise {name!r}; see python -m course_lib.check --list")
-    mine = name in PASSED and os.environ.get("COURSE_GRADING") != "1"
+    from .common import grading           # not a package attribute: graded code must not ask it
+    _registered(name)
+    mine = name in PASSED and not grading()
     label = getattr(yours if mine else reference, "__name__", "?")
     print(f"下面用你的 {label}（{name} 已通过）" if mine else
           f"下面用课程库的 {reference.__module__}.{label}：{name} 通过之后，重新运行这一格就换成你的 "

@@ -53,11 +53,12 @@ def _peak_gib() -> float:
 def peak_gib(answer) -> bool:
     from ..memory import GiB
     plan, lora = _plan(), _lora_weights()
+    in_flight = plan.host_peak - plan.weights                # the one tensor being moved
     with_adapters = "第 7 节账本里的 weights 一项包含 LoRA 适配器；加载的只是基座的权重。"
     hint = recognised(answer, [("这个数只是全部权重（bfloat16）：第 3 节的峰值里还有“正在搬运的那一个张量”，"
                                 "它在 InternLM-7B 里是哪一个、有多大？", plan.weights / GiB),
-                               (with_adapters, (lora + plan.host_peak - plan.weights) / GiB),
-                               (with_adapters, round(lora / GiB, 2) + round((plan.host_peak - plan.weights) / GiB, 2)),
+                               (with_adapters, (lora + in_flight) / GiB),
+                               (with_adapters, round(lora / GiB, 2) + round(in_flight / GiB, 2)),   # as printed
                                (with_adapters + "峰值里还有“正在搬运的那一个张量”。", lora / GiB)],
                       "回到第 3 节的峰值公式：全部权重按目标精度一共多少字节？“正在搬运的那一个张量”"
                       "在 InternLM-7B 里是哪一个、有多大？", abs_=0.006)

@@ -122,6 +122,11 @@ def provenance(obj) -> dict:
     return info
 
 
+def grading() -> bool:
+    """True in the gradebook's learner process (``COURSE_GRADING=1``), where code must not learn a verdict."""
+    return os.environ.get("COURSE_GRADING") == "1"
+
+
 ATTEMPTED: set[str] = set()          # exercises whose checker ran a learner's attempt in this process
 PASSED: set[str] = set()             # ... whose latest checked attempt in this process passed
 
@@ -414,7 +419,7 @@ def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wr
                 result = Verdict(func(answer, *args, **kwargs))
             finally:
                 _OPEN.remove(run)
-            return None if os.environ.get("COURSE_GRADING") == "1" else result
+            return None if grading() else result
         key = cell or (func.__name__ if kind == "code" else NUMBER_CELL)
         EXERCISES[name] = Exercise(name, kind, task, checker, solution, tuple(wrong), tuple(targets),
                                    question.strip(), key, tuple(taught))
