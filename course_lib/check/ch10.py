@@ -182,7 +182,7 @@ def ex2(answer) -> bool:
     parallelism (the course's Megatron plan; parameters outside the plan are replicated)."""
     return check_number(answer, _tp_layer_params(), name="ch10.ex2", integer=True, rel=0,
                         hint="一个解码层里有哪些参数、各是什么形状（Baichuan-13B 的 q/k/v 合并成一个 W_pack）？"
-                             "第 7.1 节打印的计划里有哪几个，哪些参数不在计划里？")
+                             "计划里有哪几层（第 7.1 节只打印了其中几层，`strategies.tensor_parallel_plan` 返回整个计划），哪些参数不在计划里？")
 
 
 def _largest_micro_batch_16() -> int:
