@@ -267,7 +267,9 @@ def _flip_alibi(want, slopes, mask, t, s):
           wrong=((lambda: _solutions().wrong_layer_post_norm, "post-norm"),
                  (lambda: _solutions().wrong_layer_parallel, "并行"),
                  (lambda: _solutions().wrong_layer_no_residual, "残差"),
-                 (lambda: _solutions().wrong_layer_fixed_projection, "按 config")),
+                 (lambda: _solutions().wrong_layer_fixed_projection, "按 config"),
+                 (lambda: _solutions().wrong_layer_drops_cache, "cache 没有交给"),
+                 (lambda: _solutions().wrong_layer_first_cache_layer, "layer_idx 没有原样")),
           targets=("course_lib.layers.DecoderLayer",),
           taught=("def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):",),
           question="在第 3 节“写代码：用积木组装一个解码层”的脚手架里写 `MyDecoderLayer(config)`："
@@ -278,8 +280,8 @@ def _flip_alibi(want, slopes, mask, t, s):
                    "和 KV cache 原样交给 `self_attn`。各子 Cell 的尺寸和选项从 `config` 取：注意力的投影随模型而变"
                    "（Baichuan 是融合的 `W_pack`、没有偏置；InternLM 是分开的 q/k/v/o、带偏置，第 5 节末尾），"
                    "`help(layers.Attention)` 列出它的参数。检查器在 Baichuan（ALiBi）和 InternLM（RoPE）两种配置上，"
-                   "用复制的随机权重比较参数名、输出和梯度；它只在不带 KV cache 时调用（`cache=None`），"
-                   "所以 `cache`、`layer_idx` 的传递不计分。")
+                   "用复制的随机权重比较参数名、输出和梯度，再带着 KV cache 解码一步（`layer_idx=1`），"
+                   "比较这一步的输出。")
 def decoder_layer(cls) -> bool:
     """``cls(config)`` has DecoderLayer's parameter names and computes what it computes
     (ALiBi and RoPE configs; outputs and gradients with copied random weights)."""
@@ -308,9 +310,40 @@ def decoder_layer(cls) -> bool:
                 _diagnose_layer(ref, args, got, want, f"{cfg.position} 配置、输入 {batch}×{length}")
             compare_grads(mine, ref, args, bug="输出对了但梯度不同：是不是在 construct 里用了 "
                                              "stop_gradient 或 asnumpy()？")
+            _check_cached_step(cfg, layers, mine, ref, rng)
         _ = Tensor
     return run_code_check("ch06.decoder_layer", "对照第 3 节 pre-norm 的两行公式：先归一化、再进子层、最后加残差；"
                           "位置信息和 KV cache 要原样交给 self_attn。", body)
+
+
+def _check_cached_step(cfg, layers, mine, ref, rng):
+    """Prefill 4 tokens into a KV cache at layer 1 of 2, then decode one token with it: the
+    learner's layer must hand ``cache`` and ``layer_idx`` to ``self_attn`` unchanged."""
+    where = f"{cfg.position} 配置、带 KV cache（layer_idx=1）"
+    caches = {"mine": layers.KVCache(2), "ref": layers.KVCache(2)}
+    mask = np.ones((1, 5), np.int32)
+    prefix, step = _layer_inputs(cfg, layers, mask[:, :4], rng), _layer_inputs(cfg, layers, mask, rng)
+    step = (step[0][:, 4:], _last_query(step[1]), *(t[:, :, 4:] for t in step[2:]))
+    for name, layer in (("mine", mine), ("ref", ref)):
+        layer(*prefix, cache=caches[name], layer_idx=1)
+    filled = [k is not None for k in caches["mine"].keys]
+    observe(f"{where}预填充 4 个 token 后，缓存里有内容的层", filled, [False, True])
+    if not filled[1]:
+        raise Mismatch(f"{where}预填充 4 个 token 后，第 1 层的缓存是空的" +
+                       ("，写进了第 0 层：layer_idx 没有原样交给 self_attn。" if filled[0]
+                        else "：cache 没有交给 self_attn。"))
+    got = mine(*step, cache=caches["mine"], layer_idx=1)
+    want = ref(*step, cache=caches["ref"], layer_idx=1)
+    observe(f"{where}解码一步的输出", got, want, atol=1e-5, rtol=1e-4)
+    if not np.allclose(got.asnumpy(), want.asnumpy(), rtol=1e-4, atol=1e-5):
+        raise Mismatch(f"{where}解码一步：输出与参考不同（最大差 {np.abs(got.asnumpy() - want.asnumpy()).max():.2e}）。"
+                       "construct 要把 cache 和 layer_idx 原样交给 self_attn。")
+
+
+def _last_query(bias):
+    """The bias row of the last query only (decoding one token against every key)."""
+    from mindspore import Tensor
+    return Tensor(bias.asnumpy()[:, :, -1:, :])
 
 
 def _layer_inputs(cfg, layers, mask, rng):

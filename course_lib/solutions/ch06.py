@@ -178,6 +178,22 @@ class wrong_layer_no_residual(DecoderLayer):
         return self.mlp(self.post_attention_layernorm(x))
 
 
+class wrong_layer_drops_cache(DecoderLayer):
+    """Never hands the KV cache to the attention: right without a cache, wrong when decoding."""
+
+    def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
+        x = x + self.self_attn(self.input_layernorm(x), bias, cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class wrong_layer_first_cache_layer(DecoderLayer):
+    """Hands the cache over but always as layer 0: every layer would share one cache entry."""
+
+    def construct(self, x, bias, cos=None, sin=None, cache=None, layer_idx=0):
+        x = x + self.self_attn(self.input_layernorm(x), bias, cos, sin, cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
 class wrong_layer_fixed_projection(DecoderLayer):
     """Builds Baichuan's attention for every model: fused W_pack, no biases, whatever the config."""
 
