@@ -6,9 +6,10 @@ from course_lib.families import unpack_wqkv
 
 
 def test_kv_bytes_per_token_is_the_gqa_count():
-    assert ch16._kv_bytes() == 2 * 24 * 2 * 64 * 2 == 12_288
-    assert ch16.kv_bytes_per_token(12288)
-    assert not ch16.kv_bytes_per_token(2 * 24 * 14 * 64 * 2)     # MHA: every query head cached
+    assert ch16._kv_bytes() == 2 * 28 * 2 * 128 * 2 == 28_672      # K and V, 28 layers, 2 kv heads of 128
+    assert ch16.kv_bytes_per_token(28672)
+    assert not ch16.kv_bytes_per_token(2 * 28 * 12 * 128 * 2)    # MHA: every query head cached
+    assert not ch16.kv_bytes_per_token(2 * 24 * 2 * 64 * 2)      # Qwen2.5-0.5B, the chapter's own model
     assert not ch16.kv_bytes_per_token("lots")
 
 

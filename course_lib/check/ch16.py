@@ -6,25 +6,24 @@ import numpy as np
 from .common import Mismatch, check_number, exercise, hidden_rng, observe, run_code_check
 
 
-def _qwen25_05b():
+def _r1_distill_15b():
+    """DeepSeek-R1-Distill-Qwen-1.5B's layout (its config.json, as ``realsize.SIZES`` keeps it)."""
     from ..families import config_from_hf
-    return config_from_hf({"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24,
-                           "num_attention_heads": 14, "num_key_value_heads": 2,
-                           "intermediate_size": 4864, "vocab_size": 151936,
-                           "tie_word_embeddings": True, "max_position_embeddings": 32768,
-                           "rope_theta": 1000000.0, "rms_norm_eps": 1e-6})
+    from ..realsize import SIZES
+    return config_from_hf({"model_type": "qwen2", "vocab_size": 151936, "rms_norm_eps": 1e-6,
+                           **SIZES["1.5b"]})
 
 
 def _kv_bytes() -> int:
     from ..memory import kv_cache_bytes
-    return kv_cache_bytes(_qwen25_05b(), batch=1, seq_len=1, dtype="bf16")
+    return kv_cache_bytes(_r1_distill_15b(), batch=1, seq_len=1, dtype="bf16")
 
 
-@exercise("number", "Qwen2.5-0.5B 以 bfloat16 生成时，每个 token 的 KV cache 占多少字节？",
+@exercise("number", "DeepSeek-R1-Distill-Qwen-1.5B 以 bfloat16 生成时，每个 token 的 KV cache 占多少字节？",
           solution=_kv_bytes,
-          question="Qwen2.5-0.5B（24 层，14 个 query 头、2 个 kv 头，head_dim 64）以 bfloat16 生成时，"
-                   "每多一个 token，KV cache 增加多少字节（一个整数）？用题目里的数手算，或用第 1 节按真实配置写出的 `qwen05`；"
-                   "不要用本章的 `SHAPE`、`shape`、`cfg` 或加载的模型：成绩册在 CI 规模下评分，那里它们都会缩小。"
+          question="DeepSeek-R1-Distill-Qwen-1.5B（Qwen2 结构：28 层，12 个 query 头、2 个 kv 头，head_dim 128；"
+                   "[它的 config.json](https://huggingface.co/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/blob/main/config.json)）"
+                   "以 bfloat16 生成时，每多一个 token，KV cache 增加多少字节（一个整数）？用题目里的数手算。"
                    "第 06 章第 7 节的 KV cache 公式写的是多头注意力，GQA 的模型要想想每层的 K、V 各有多宽；"
                    "不要调用 `memory.kv_cache_bytes` 或 `memory.load_plan`（它的计划里有 KV cache 一项）：成绩册把用它们得到的答案记为“借用”。",
           targets=("course_lib.memory.kv_cache_bytes", "course_lib.memory.load_plan"))

@@ -12,7 +12,7 @@ def unpack_wqkv(w, num_heads, num_kv_heads, head_dim):
     return q, k, v
 
 
-layers, kv_heads, head_dim, bf16_bytes = 24, 2, 64, 2
+layers, kv_heads, head_dim, bf16_bytes = 28, 2, 128, 2
 ch16.kv_bytes_per_token(layers * 2 * kv_heads * head_dim * bf16_bytes)   # K and V in every layer
 ch16.unpack_wqkv(unpack_wqkv)
 ''',
@@ -28,7 +28,7 @@ def unpack_wqkv(w, num_heads, num_kv_heads, head_dim):
     return w[:q_rows], w[q_rows:q_rows + kv_rows], w[q_rows + kv_rows:]
 
 
-layers, kv_heads, head_dim, bf16_bytes = 24, 2, 64, 2
+layers, kv_heads, head_dim, bf16_bytes = 28, 2, 128, 2
 ch16.kv_bytes_per_token(layers * 2 * kv_heads * head_dim * bf16_bytes)   # K and V in every layer
 ch16.unpack_wqkv(unpack_wqkv)
 ''', {"ch16.unpack_wqkv": "按 kv 组打包"}),
