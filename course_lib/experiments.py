@@ -7,8 +7,9 @@
   such settings in alternating rounds — notebook 07's plot and width comparison;
 * ``static_generate`` / ``pynative_step_seconds`` — seconds per decode step of an engine
   with a static cache (``engine``: the layers' ``DecodeEngine`` or the ``FoldedEngine``; run
-  in PyNative or GRAPH mode) and of the PyNative growing-cache step (notebook 12 compares
-  them one change at a time: the cache, the mode, the engine);
+  in PyNative or GRAPH mode) and of the PyNative growing-cache step (notebook 12 times the
+  layers' engine in both modes: the mode is the one change; bench_dynamic_batching.py prints
+  the other rows too);
 * ``pynative_dispatch_ms`` — PyNative's asynchronous vs blocking operator dispatch, each in
   a fresh process (``python -m course_lib.experiments --time-decode STEPS BATCH``);
 * ``CpuShare`` — how many cores this process and everything else used while a ``with`` block
