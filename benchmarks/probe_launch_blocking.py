@@ -2,7 +2,8 @@
 
 Each case runs in a fresh process: build chapter 07's model (Baichuan tiny, hidden 256, 4
 layers, random weights), run what the case names, THEN call ``launch_blocking()``, then time
-the PyNative decode step with a growing KV cache (batch 1, median of 18 steps, twice):
+the PyNative decode step with a growing KV cache (``experiments.pynative_step_seconds``: batch 1,
+greedy, median of 18 steps, twice):
 
 * ``nothing``    — the call comes before any operator ran;
 * ``graph_only`` — one forward of the model in GRAPH mode ran first (no PyNative operator);
@@ -14,7 +15,6 @@ the PyNative decode step with a growing KV cache (batch 1, median of 18 steps, t
 import os
 import subprocess
 import sys
-import time
 
 CASES = ("nothing", "graph_only", "one_op", "never")
 
@@ -25,7 +25,7 @@ def child(case: str) -> None:
     from mindspore import Tensor
     import course_lib as cl
     from course_lib import baichuan
-    from course_lib.generation import decode_step, prefill
+    from course_lib.experiments import pynative_step_seconds
     from course_lib.runtime import execution_mode
     cl.setup(device="CPU", mode="graph", seed=0, quiet=True)
     model = baichuan.BaichuanForCausalLM(baichuan.tiny(hidden_size=256, num_layers=4, num_heads=8,
@@ -39,13 +39,8 @@ def child(case: str) -> None:
     if case != "never":
         ms.runtime.launch_blocking()
 
-    def median_step_ms(n=20):
-        state, times = prefill(model, [[5, 6, 7, 8, 9, 10]]), []
-        for _ in range(n):
-            start = time.perf_counter()
-            decode_step(model, state, [5])
-            times.append(1000 * (time.perf_counter() - start))
-        return float(np.median(times[2:]))
+    def median_step_ms():          # 20 greedy decode steps, the first two left out
+        return 1000 * float(np.median(pynative_step_seconds(model, [[5, 6, 7, 8, 9, 10]], 21)[2:]))
     print("RESULT", " ".join(f"{median_step_ms():.2f}" for _ in range(2)), flush=True)
 
 
