@@ -242,10 +242,11 @@ LONG_ANSWER = "这是一条正面评论"
 
 
 def _ex3() -> int:
-    from ..sft import instruction
+    from ..sft import IGNORE_INDEX, instruction
     from ..tokenizer import load_tokenizer
-    _, learned = load_tokenizer().encode_chat(instruction("质量很好"), LONG_ANSWER)
-    return int(sum(learned))                                  # the answer's tokens + <|end|>
+    ids, learned = load_tokenizer().encode_chat(instruction("质量很好"), LONG_ANSWER)
+    labels = np.where(np.asarray(learned) == 1, ids, IGNORE_INDEX)[1:]   # encode_example's shift
+    return int((labels != IGNORE_INDEX).sum())                # the answer's tokens + <|end|>
 
 
 @exercise("number", "回答换成一句话后，一条 SFT 样本里有多少个标签位置不是 IGNORE_INDEX", solution=_ex3,
