@@ -9,9 +9,7 @@ Evidence, each checked against an independent computation in this process:
 import numpy as np
 import pytest
 
-import course_lib as cl
 from course_lib.distributed import train_dp
-from course_lib.hf_weights import state_dict
 
 # Tiny on purpose: 2 workers + scheduler share 2 CPU cores with the rest of the test run.
 OPTIONS = dict(steps=2, hidden=32, layers=1, heads=2, batch_size=4, block_size=32,
@@ -58,34 +56,6 @@ def test_rank_difference_on_saved_weights(tmp_path):
         train_dp.max_rank_difference(tmp_path / "nothing")
 
 
-def local_gradient_norm(batches, seed=0):
-    """Gradient norm of the course model on the concatenated batches, one process, no msrun."""
-    import mindspore as ms
-    from mindspore import Tensor
-    from course_lib.baichuan import BaichuanForCausalLM
-    from course_lib.training import LossCell, global_norm
-    cl.seed_everything(seed)
-    args = train_dp.parse_args(train_dp.script_args(**OPTIONS))
-    model = BaichuanForCausalLM(train_dp.model_config(args))
-    ids = Tensor(np.concatenate([b[0] for b in batches]))
-    labels = Tensor(np.concatenate([b[1] for b in batches]))
-    loss_net = LossCell(model)
-    grad_fn = ms.value_and_grad(loss_net, None, model.trainable_params())
-    _, grads = grad_fn(ids, labels)
-    fingerprint = train_dp.fingerprint(state_dict(model))
-    return float(global_norm(grads).asnumpy()), fingerprint
-
-
-def first_batches(out_dir):
-    blocks = np.load(next(out_dir.glob("blocks_*.npy")))
-    firsts = []
-    for rank in range(2):
-        ds = train_dp.sharded_dataset(blocks, OPTIONS["batch_size"], rank, 2, OPTIONS["seed"])
-        ids, labels = next(ds.create_tuple_iterator(num_epochs=1))
-        firsts.append((ids.asnumpy(), labels.asnumpy()))
-    return firsts
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One data-parallel run and one without the parallel context (about 20-40 s each)."""
@@ -127,14 +97,12 @@ def test_without_parallel_context_ranks_diverge(runs):
 @pytest.mark.slow
 def test_first_gradient_is_the_mean_over_both_ranks(runs):
     root, dp, solo = runs
-    (b0, b1) = first_batches(root / "dp")
+    here = train_dp.first_step_norms(root / "dp", **OPTIONS)
     start = dp.records(rank=0, kind="start")[0]
-    assert int(b0[0].sum()) == start["first_batch_sum"]          # we rebuilt rank 0's batch
-    global_norm_here, fp = local_gradient_norm([b0, b1])
-    rank0_norm_here, _ = local_gradient_norm([b0])
-    assert fp == pytest.approx(start["init_fingerprint"], abs=1e-2)   # same initial weights
+    assert here["first_batch_sum"] == start["first_batch_sum"]     # we rebuilt rank 0's batch
+    assert here["init_fingerprint"] == pytest.approx(start["init_fingerprint"], abs=1e-2)
     dp_norm = dp.records(rank=0, kind="step")[0]["grad_norm"]
     solo_norm = solo.records(rank=0, kind="step")[0]["grad_norm"]
-    assert dp_norm == pytest.approx(global_norm_here, rel=1e-3)
-    assert solo_norm == pytest.approx(rank0_norm_here, rel=1e-3)
-    assert abs(global_norm_here - rank0_norm_here) > 0.01 * rank0_norm_here
+    assert dp_norm == pytest.approx(here["all_ranks"], rel=1e-3)
+    assert solo_norm == pytest.approx(here["rank0_alone"], rel=1e-3)
+    assert abs(here["all_ranks"] - here["rank0_alone"]) > 0.01 * here["rank0_alone"]

@@ -11,7 +11,7 @@ Five ideas, each answering "what does one device hold?":
                              AUTO_PARALLEL the weights and the AdamW moments (level1, the
                              default; level2 adds the gradients: parallel/auto_parallel.py
                              454-467) are split across the data-parallel devices; under
-                             DATA_PARALLEL (Lamb, AdamWeightDecay, AdaFactor on Ascend only)
+                             DATA_PARALLEL (documented for Lamb and AdamWeightDecay, Ascend only)
                              each device updates one group of parameters and broadcasts it.
 * **recomputation**        — nothing is split: activations are recomputed in the backward
                              pass instead of being stored (compute traded for memory).
@@ -62,7 +62,7 @@ STRATEGIES = (
              "SEMI_AUTO: weights + AdamW moments (level2: + grads); DATA_PARALLEL: the update, by parameter group",
              "SEMI_AUTO: reduce-scatter grads, all-gather weights; DATA_PARALLEL: broadcast of the updated groups",
              "enable_parallel_optimizer=True: SEMI_AUTO/AUTO_PARALLEL with any optimizer (Ascend, GPU; "
-             "AutoParallel.hsdp()), or DATA_PARALLEL with Lamb/AdamWeightDecay/AdaFactor (Ascend only)",
+             "AutoParallel.hsdp()), or DATA_PARALLEL with Lamb/AdamWeightDecay (documented; Ascend only)",
              "refused in both modes: semi_auto needs Ascend/GPU, data parallel needs Ascend "
              "(cpu_refusals runs both)"),
     Strategy("recomputation", "nothing (recompute activations)",

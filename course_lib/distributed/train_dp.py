@@ -199,6 +199,34 @@ def launch(out_dir, workers: int = 2, timeout: float = 300, **options):
     return run_msrun(target, workers, log_dir=out_dir / "logs", timeout=timeout)
 
 
+def first_step_norms(out_dir, world: int = 2, **options) -> dict[str, float]:
+    """Recompute here, in one process without msrun, what rank 0 of a finished run
+    (``out_dir``, same ``options``) should have logged at step 1: the gradient norm over
+    every rank's first batch together (what the mean all-reduce gives) and over rank 0's
+    batch alone (what training without it gives), plus the initial weights' fingerprint
+    and rank 0's first-batch sum, to compare with the run's ``start`` record."""
+    import mindspore as ms
+    from mindspore import Tensor
+    import course_lib as cl
+    from ..baichuan import BaichuanForCausalLM
+    args = parse_args(script_args(**options))
+    blocks = np.load(next(Path(out_dir).glob("blocks_*.npy")))
+    firsts = [next(sharded_dataset(blocks, args.batch_size, rank, world, args.seed)
+                   .create_tuple_iterator(num_epochs=1, output_numpy=True))
+              for rank in range(world)]
+    cl.seed_everything(args.seed)             # as main() does before building the model
+    model = BaichuanForCausalLM(model_config(args))
+    grad_fn = ms.value_and_grad(LossCell(model), None, model.trainable_params())
+
+    def norm(batches) -> float:
+        ids, labels = (Tensor(np.concatenate([b[i] for b in batches])) for i in (0, 1))
+        return float(global_norm(grad_fn(ids, labels)[1]).asnumpy())
+
+    return dict(all_ranks=norm(firsts), rank0_alone=norm(firsts[:1]),
+                init_fingerprint=fingerprint(state_dict(model)),
+                first_batch_sum=int(firsts[0][0].sum()))
+
+
 def load_rank_weights(out_dir) -> dict[int, dict[str, np.ndarray]]:
     """``{rank: {name: array}}`` from the ``weights_rank<r>.npz`` files of a run."""
     found = {}
