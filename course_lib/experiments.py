@@ -118,6 +118,7 @@ class StaticRun:
     compile_seconds: float         # the first decode call (includes graph compilation)
     step_seconds: list             # every later decode call
     engine: str = "layers"         # which engine decoded: "layers" (DecodeEngine) or "folded"
+    graphs: int = 0                # graphs compiled during the decode loop (0: all reused)
 
     @property
     def median_step(self) -> float:
@@ -134,6 +135,7 @@ def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "gra
     or "auto" (what ``generate`` picks; ``StaticRun.engine`` says which ran). Rows that finish
     keep computing (static batch) but their later tokens are discarded."""
     from .generation import engine_kind
+    from .migration.compile_stats import compiled_graphs
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     kind = engine_kind(model, engine)
@@ -147,6 +149,7 @@ def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "gra
     outputs = [[] for _ in range(state.batch_size)]
     done = [False] * state.batch_size
     compile_s, times = 0.0, []
+    graphs_before = compiled_graphs()
     for t in range(max_new_tokens):
         chosen = np.argmax(state.logits, -1).astype(np.int32)
         for i, tok in enumerate(chosen):
@@ -162,7 +165,7 @@ def static_generate(model, prompts_ids, max_new_tokens: int, *, mode: str = "gra
             compile_s = elapsed
         else:
             times.append(elapsed)
-    return StaticRun(outputs, mode, compile_s, times, kind)
+    return StaticRun(outputs, mode, compile_s, times, kind, compiled_graphs() - graphs_before)
 
 
 def pynative_step_seconds(model, prompts_ids, max_new_tokens: int, pad_id: int = 0) -> list:
