@@ -139,13 +139,13 @@ def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[
 
     The steps are INTERLEAVED (one of each kind per round, after a compiling warm-up call
     each; the order reversed every other round), so a busy machine slows all kinds alike;
-    ``pynative_steps`` (default ``steps``) limits the slow eager kind to the first rounds.
+    ``pynative_steps`` (default ``steps``) times the slow eager kind in the first rounds only.
     ``make_model``/``make_data`` build fresh objects (seed inside ``make_model``)."""
     pynative_steps = steps if pynative_steps is None else pynative_steps
     for name, value in (("steps", steps), ("pynative_steps", pynative_steps)):
-        if not is_int(value) or value < 2:
-            raise ValueError(f"{name} must be an int >= 2 (a warm-up call, then timing), "
-                             f"got {value!r}.")
+        if not is_int(value) or not 1 <= value <= steps:
+            raise ValueError(f"{name} must be an int between 1 and steps ({steps}): the timed "
+                             f"steps after one untimed warm-up call; got {value!r}.")
     batches = _first_batches(make_data, steps + 1)
     cells = {kind: _build_step(kind, make_model, lr) for kind in STEPS}
     timings: dict[str, list[float]] = {kind: [] for kind in STEPS}
@@ -154,7 +154,7 @@ def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[
     for i, batch in enumerate(batches[1:]):
         for kind in turn_order(STEPS, i):              # the order reversed every other round
             mode = STEPS[kind][1]
-            if mode == "graph" or i < pynative_steps - 1:
+            if mode == "graph" or i < pynative_steps:
                 timings[kind].append(_seconds(cells[kind], mode, batch))
     return {kind: float(np.median(t)) for kind, t in timings.items()}
 

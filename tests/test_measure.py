@@ -42,15 +42,18 @@ def test_compare_train_steps_times_each_kind_in_its_mode_interleaved_reversed_ev
     graph, eager = ms.GRAPH_MODE, ms.PYNATIVE_MODE
     modes = {kinds[0]: graph, kinds[1]: graph, kinds[2]: eager}
     expected = [(k, modes[k]) for k in kinds]                       # warm-up, one each
-    expected += [(k, modes[k]) for k in kinds]                      # round 1: all three
-    for r in range(1, 4):                                           # rounds 2-4: graph only,
-        expected += [(k, modes[k]) for k in (kinds[:2] if r % 2 == 0 else kinds[1::-1])]  # reversed
+    expected += [(k, modes[k]) for k in kinds]                      # round 1: all three,
+    expected += [(k, modes[k]) for k in reversed(kinds)]            # round 2: reversed
+    for r in range(2, 4):                                           # rounds 3-4: graph only
+        expected += [(k, modes[k]) for k in (kinds[:2] if r % 2 == 0 else kinds[1::-1])]
     assert calls == expected
 
 
 def test_compare_train_steps_rejects_bad_counts():
-    with pytest.raises(ValueError, match="int >= 2"):
-        measure.compare_train_steps(_model, _data, steps=1)
+    with pytest.raises(ValueError, match="between 1 and steps"):
+        measure.compare_train_steps(_model, _data, steps=0)
+    with pytest.raises(ValueError, match="between 1 and steps"):
+        measure.compare_train_steps(_model, _data, steps=4, pynative_steps=5)
     with pytest.raises(ValueError, match="need >= 41"):
         measure.compare_train_steps(_model, _data, steps=40)
 
