@@ -94,9 +94,17 @@ def test_without_parallel_context_ranks_diverge(runs):
     assert train_dp.max_rank_difference(root / "solo") > 1e-4
 
 
+def test_blocks_file_names_each_scale_apart(tmp_path):
+    full = train_dp.blocks_file(tmp_path, block_size=64, max_docs=None)
+    ci = train_dp.blocks_file(tmp_path, **OPTIONS)
+    assert full.name == "blocks_64_all.npy" and ci.name == "blocks_32_120.npy"
+
+
 @pytest.mark.slow
 def test_first_gradient_is_the_mean_over_both_ranks(runs):
     root, dp, solo = runs
+    decoy = train_dp.blocks_file(root / "dp", block_size=64, max_docs=None)   # another scale's
+    np.save(decoy, np.zeros((8, 65), np.int32))                                # corpus, same folder
     here = train_dp.first_step_norms(root / "dp", **OPTIONS)
     start = dp.records(rank=0, kind="start")[0]
     assert here["first_batch_sum"] == start["first_batch_sum"]     # we rebuilt rank 0's batch

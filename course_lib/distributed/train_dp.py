@@ -179,6 +179,13 @@ def script_args(**options) -> list[str]:
     return args
 
 
+def blocks_file(out_dir, **options) -> Path:
+    """Where ``launch`` keeps the packed corpus for these ``options`` (one file per block size
+    and document count, so runs at other scales in the same folder never mix)."""
+    block_size, max_docs = options.get("block_size", 64), options.get("max_docs")
+    return Path(out_dir) / f"blocks_{block_size}_{'all' if max_docs is None else max_docs}.npy"
+
+
 def launch(out_dir, workers: int = 2, timeout: float = 300, **options):
     """Prepare the data once, run this script under msrun on ``workers`` processes with
     ``options`` (``steps=5, no_parallel=True, ...``), return the ``MsrunResult``.
@@ -188,11 +195,9 @@ def launch(out_dir, workers: int = 2, timeout: float = 300, **options):
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("weights_rank*.npz"):
         old.unlink()                      # never compare against a previous run's weights
-    block_size = options.get("block_size", 64)
-    max_docs = options.get("max_docs")
-    data = out_dir / f"blocks_{block_size}_{'all' if max_docs is None else max_docs}.npy"
+    data = blocks_file(out_dir, **options)
     if not data.exists():
-        prepare_blocks(block_size, options.get("max_docs"), data)
+        prepare_blocks(options.get("block_size", 64), options.get("max_docs"), data)
     options = {**options, "data": data, "out": out_dir}
     target = ["python", "-m", "course_lib.distributed.train_dp",
               *script_args(**options)]
@@ -210,7 +215,7 @@ def first_step_norms(out_dir, world: int = 2, **options) -> dict[str, float]:
     import course_lib as cl
     from ..baichuan import BaichuanForCausalLM
     args = parse_args(script_args(**options))
-    blocks = np.load(next(Path(out_dir).glob("blocks_*.npy")))
+    blocks = np.load(blocks_file(out_dir, **options))
     firsts = [next(sharded_dataset(blocks, args.batch_size, rank, world, args.seed)
                    .create_tuple_iterator(num_epochs=1, output_numpy=True))
               for rank in range(world)]
