@@ -451,16 +451,19 @@ def _message(c, source, target, model_names, extra_state_hint, shape_hint=None) 
         ("missing layers", c["missing_layers"], f"the model has layers "
          f"{layers_of(c['missing_layers'])[:4]}... that the checkpoint lacks: pick the matching "
          "config, or pass strict=False to load a partial checkpoint on purpose"),
-        ("missing in checkpoint", missing_in_layers, fam or "the model expects these "
-         "parameters and the file lacks them: a config flag (bias, fused W_pack) that does "
-         "not match, or an incomplete download"),
-        ("unexpected inside existing layers", c["unexpected"], fam or "tensors the model "
-         "does not have inside layers it does have: a config flag (bias...) that does not "
-         "match, or buffers this loader does not know (skip them explicitly)"),
+        ("missing in checkpoint", missing_in_layers, None if fam else "the model expects "
+         "these parameters and the file lacks them: a config flag (bias, fused W_pack) that "
+         "does not match, or an incomplete download"),
+        ("unexpected inside existing layers", c["unexpected"], None if fam else "tensors the "
+         "model does not have inside layers it does have: a config flag (bias...) that does "
+         "not match, or buffers this loader does not know (skip them explicitly)"),
     ]
     for title, names, why in kinds:
         if names:
-            lines.append(f"  {title} ({len(names)}): {names[:4]} — {why}.")
+            more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+            lines.append(f"  {title} ({len(names)}): {names[:4]}{more}" + (f" — {why}." if why else ""))
+    if fam and (missing_in_layers or c["unexpected"]):
+        lines.append(f"  why: {fam}.")      # one family mismatch explains both lists: said once
     if c["skipped"]:
         lines.append(f"  skipped buffers ({len(c['skipped'])}): {c['skipped'][:2]} (not parameters).")
     if model_names is not None and extra_state_hint:

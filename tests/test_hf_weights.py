@@ -128,8 +128,13 @@ def test_wrong_shape(model):
 
 def test_wrong_family_both_ways(model):
     intern = InternLMForCausalLM(internlm.tiny(hidden_size=32, num_heads=4))
-    with pytest.raises(CheckpointError, match=r"Baichuan-format.*BaichuanForCausalLM \(the model's q/k/v/o biases"):
+    with pytest.raises(CheckpointError, match=r"Baichuan-format.*BaichuanForCausalLM \(the model's q/k/v/o biases") as e:
         load_weights(intern, state_dict(model))
+    message = str(e.value)
+    assert message.count("Baichuan-format") == 1          # one cause for both lists, said once
+    missing = next(line for line in message.splitlines() if "missing in checkpoint" in line)
+    count = int(missing.split("(")[1].split(")")[0])
+    assert count > 4 and f"and {count - 4} more" in missing  # a cut list says how much was cut
     with pytest.raises(CheckpointError, match=r"InternLM/Llama format.*InternLMForCausalLM \(the checkpoint's q/k/v/o biases"):
         load_weights(BaichuanForCausalLM(model.config), state_dict(intern))
 
