@@ -33,6 +33,19 @@ def test_decode_times_follow_generate(model, use_cache, compiled):
     assert run.compiled == (use_cache and compiled)
 
 
+def test_static_generate_counts_the_graphs_its_decode_loop_compiles():
+    """GRAPH compiles the engine's step once, later runs of the same shapes reuse it, PyNative
+    compiles none: counted from MindSpore's compile caches (``StaticRun.graphs``)."""
+    import course_lib as cl
+    cl.seed_everything(0)
+    fresh = BaichuanForCausalLM(baichuan.tiny(hidden_size=32, num_layers=2, num_heads=4))
+    prompts = [PROMPT, [3, 4, 5]]
+    runs = [experiments.static_generate(fresh, prompts, 5, mode=mode, engine="layers")
+            for mode in ("graph", "graph", "pynative")]
+    assert [r.graphs for r in runs] == [1, 0, 0]
+    assert runs[0].tokens == runs[1].tokens == runs[2].tokens == generate(fresh, prompts, 5)
+
+
 def test_repeats_keep_the_fastest_time_per_position(model):
     run = decode_ms_by_position(model, PROMPT, 4, repeats=2)
     assert run.tokens == generate(model, [PROMPT], 4)[0] and run.ms.shape == (3,)
