@@ -61,8 +61,10 @@ def _keep_sorted(logits, p, order):
 
 # ------------------------------------------------------------------ 2. repetition penalty
 def repetition_penalty(logits: np.ndarray, seen: np.ndarray, penalty: float) -> np.ndarray:
-    """CTRL's penalty on tokens already in the text (``seen`` True): a positive logit is
-    divided by ``penalty``, a negative one multiplied — both make the token less likely."""
+    """The repetition penalty on tokens already in the text (``seen`` True), with the sign
+    rule of transformers' ``RepetitionPenaltyLogitsProcessor``: a positive logit is divided by
+    ``penalty``, a negative one multiplied — both make the token less likely (CTRL's paper
+    divides every one)."""
     penalised = np.where(logits < 0, logits * penalty, logits / penalty)
     return np.where(seen, penalised, logits)
 
