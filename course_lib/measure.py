@@ -142,10 +142,12 @@ def compare_train_steps(make_model: Callable[[], nn.Cell], make_data: Callable[[
     ``pynative_steps`` (default ``steps``) times the slow eager kind in the first rounds only.
     ``make_model``/``make_data`` build fresh objects (seed inside ``make_model``)."""
     pynative_steps = steps if pynative_steps is None else pynative_steps
-    for name, value in (("steps", steps), ("pynative_steps", pynative_steps)):
-        if not is_int(value) or not 1 <= value <= steps:
-            raise ValueError(f"{name} must be an int between 1 and steps ({steps}): the timed "
-                             f"steps after one untimed warm-up call; got {value!r}.")
+    if not is_int(steps) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1 (timed steps after one untimed warm-up "
+                         f"call), got {steps!r}.")
+    if not is_int(pynative_steps) or not 1 <= pynative_steps <= steps:
+        raise ValueError(f"pynative_steps must be an int between 1 and steps ({steps}), "
+                         f"got {pynative_steps!r}.")
     batches = _first_batches(make_data, steps + 1)
     cells = {kind: _build_step(kind, make_model, lr) for kind in STEPS}
     timings: dict[str, list[float]] = {kind: [] for kind in STEPS}

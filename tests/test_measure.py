@@ -50,7 +50,7 @@ def test_compare_train_steps_times_each_kind_in_its_mode_interleaved_reversed_ev
 
 
 def test_compare_train_steps_rejects_bad_counts():
-    with pytest.raises(ValueError, match="between 1 and steps"):
+    with pytest.raises(ValueError, match="steps must be an int >= 1"):
         measure.compare_train_steps(_model, _data, steps=0)
     with pytest.raises(ValueError, match="between 1 and steps"):
         measure.compare_train_steps(_model, _data, steps=4, pynative_steps=5)
