@@ -30,7 +30,7 @@ from course_lib.runtime import turn_order
 PHASES = ("forward", "backward", "step")
 
 
-def build_calls(method: str, lr: float) -> dict:
+def build_calls(method: str, lr: float) -> tuple:
     """``({phase: callable} over one fixed batch, trainable parameter count, model config)``
     for ``method``, on a fresh copy of chapter 08's base."""
     from mindspore import Tensor, nn, ops
