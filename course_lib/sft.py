@@ -73,6 +73,13 @@ def encode_example(tokenizer, review: str, label: int, max_len: int):
     if label not in (0, 1):
         raise ValueError(f"label must be 0 ({LABELS[0]}) or 1 ({LABELS[1]}), got {label!r}.")
     ids, mask = _chat(tokenizer, fit_review(tokenizer, review, max_len), LABELS[label])
+    return pack_example(tokenizer, ids, mask, max_len)
+
+
+def pack_example(tokenizer, ids, mask, max_len: int):
+    """One encoded exchange (``ids`` and its learned-token ``mask``, at most ``max_len + 1``
+    long) -> ``(input_ids, labels)`` of length ``max_len``: padded, labels shifted by one,
+    ``IGNORE_INDEX`` wherever the mask is 0 and on the padding."""
     row = np.full(max_len + 1, tokenizer.pad_id, np.int32)
     target = np.full(max_len + 1, IGNORE_INDEX, np.int32)
     row[: len(ids)] = ids

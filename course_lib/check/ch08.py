@@ -242,10 +242,11 @@ LONG_ANSWER = "这是一条正面评论"
 
 
 def _ex3() -> int:
-    from ..sft import IGNORE_INDEX, instruction
+    from ..sft import IGNORE_INDEX, instruction, pack_example
     from ..tokenizer import load_tokenizer
-    ids, learned = load_tokenizer().encode_chat(instruction("质量很好"), LONG_ANSWER)
-    labels = np.where(np.asarray(learned) == 1, ids, IGNORE_INDEX)[1:]   # encode_example's shift
+    tokenizer = load_tokenizer()
+    ids, learned = tokenizer.encode_chat(instruction("质量很好"), LONG_ANSWER)
+    _, labels = pack_example(tokenizer, ids, learned, max_len=len(ids))   # as encode_example does
     return int((labels != IGNORE_INDEX).sum())                # the answer's tokens + <|end|>
 
 
