@@ -194,7 +194,7 @@ def _comments(source: str) -> str:
 def code_leaks(nb, name: str, solution: str, taught=()) -> list[str]:
     """Where a line of ``solution`` (a code exercise's reference source) is on screen before
     the learner tries: in ANY stored output of the notebook (a stored notebook shows the cells
-    below the exercise too: the library's listing under it waits for an attempt,
+    below the exercise too: the library's listing under it waits for a pass,
     ``check.source_after``), or in a comment of the scaffold."""
     from course_lib.check import leaks as scan
     stop = exercise_cell(nb, name)
@@ -276,14 +276,16 @@ def test_the_exercise_is_the_cell_that_calls_the_checker():
     assert leaks(nb, "ch99.ex1", 0.22912) and leaks(nb, "ch99.ex1", 0.229124)
 
 
-def test_a_library_listing_waits_for_an_attempt(capsys):
+def test_a_library_listing_waits_for_a_pass(capsys):
     """``check.source_after``: the library's version of an exercise is printed only after the
-    learner's checker ran on an attempt (wrong or right) in this process; the untouched
-    scaffold (NotImplementedError) is not an attempt."""
+    learner's answer passed its checker in this process; the untouched scaffold
+    (NotImplementedError) and a wrong attempt leave only the line that says when (and how to
+    see the reference solution instead)."""
     from mindspore import nn
     from course_lib import layers
     from course_lib.check import ch06, common, source_after
-    common.ATTEMPTED.discard("ch06.rms_norm")
+    from course_lib.solutions.ch06 import RMSNorm as Right
+    common.PASSED.discard("ch06.rms_norm")
 
     class Untouched(nn.Cell):                           # as the notebook's scaffold
         def __init__(self, hidden_size, eps=1e-6):
@@ -299,29 +301,35 @@ def test_a_library_listing_waits_for_an_attempt(capsys):
 
     source_after("ch06.rms_norm", layers.RMSNorm)
     assert "⏳" in capsys.readouterr().out
-    ch06.rms_norm(Untouched)
-    source_after("ch06.rms_norm", layers.RMSNorm)
-    out = capsys.readouterr().out
-    assert "class RMSNorm" not in out and "⏳" in out
-    ch06.rms_norm(Identity)                               # a wrong attempt is an attempt
+    for attempt in (Untouched, Identity):               # not tried yet; tried, but wrong
+        ch06.rms_norm(attempt)
+        capsys.readouterr()
+        source_after("ch06.rms_norm", layers.RMSNorm)
+        out = capsys.readouterr().out
+        assert "class RMSNorm" not in out and "⏳" in out and 'show_solution("ch06.rms_norm")' in out
+    assert ch06.rms_norm(Right)
     capsys.readouterr()
     source_after("ch06.rms_norm", layers.RMSNorm)
     assert "class RMSNorm" in capsys.readouterr().out
 
 
-def test_a_worked_example_waits_for_an_attempt(capsys):
-    """``check.after_attempt``: chapter 06's printed slope exponents (the rule applied to 20
-    and 40 heads) appear only after the learner's ALiBi checker ran on an attempt."""
-    from course_lib.check import after_attempt, ch06, common
-    common.ATTEMPTED.discard("ch06.alibi_slopes")
+def test_a_worked_example_waits_for_a_pass(capsys):
+    """``check.after_pass``: chapter 06's printed slope exponents (the rule applied to 20
+    and 40 heads) appear only after the learner's ALiBi answer passed, not after a wrong one."""
+    from course_lib import layers
+    from course_lib.check import after_pass, ch06, common
+    common.PASSED.discard("ch06.alibi_slopes")
     shown = []
-    after_attempt("ch06.alibi_slopes", lambda: shown.append(1))
+    after_pass("ch06.alibi_slopes", lambda: shown.append(1))
     assert not shown and "⏳" in capsys.readouterr().out
-    ch06.alibi_slopes(lambda n: [0.5] * n)                # wrong, but an attempt
-    after_attempt("ch06.alibi_slopes", lambda: shown.append(1))
+    ch06.alibi_slopes(lambda n: [0.5] * n)                # wrong: still nothing
+    after_pass("ch06.alibi_slopes", lambda: shown.append(1))
+    assert not shown
+    ch06.alibi_slopes(lambda n: list(layers.alibi_slopes(n)))   # right (outside a kernel)
+    after_pass("ch06.alibi_slopes", lambda: shown.append(1))
     assert shown == [1]
     with pytest.raises(KeyError):
-        after_attempt("ch06.no_such_exercise", print)
+        after_pass("ch06.no_such_exercise", print)
 
 
 def test_the_cells_below_build_with_yours_once_it_passes(capsys, monkeypatch):

@@ -39,13 +39,15 @@ def _registered(name: str) -> None:
         raise KeyError(f"No exercise {name!r}; see python -m course_lib.check --list")
 
 
-def after_attempt(name: str, show, what: str = "这一格的输出") -> None:
-    """Call ``show()`` once the learner has run exercise ``name``'s checker on an attempt in
-    this kernel; before that, print only how to see ``what``. A notebook stored with
-    untouched scaffolds thus shows nothing of the answer below its exercise."""
+def after_pass(name: str, show, what: str = "这一格的输出") -> None:
+    """Call ``show()`` once the learner's latest checked attempt at exercise ``name`` passed in
+    this kernel; before that, print only when ``what`` will appear (and how to see the
+    reference solution instead). A notebook stored with untouched scaffolds thus shows nothing
+    of the answer below its exercise, and a wrong attempt does not unlock it either."""
     _registered(name)
-    if name not in ATTEMPTED:
-        print(f"⏳ {what}在你写完并运行过 {name} 的检查之后显示在这里：先做练习，再重新运行这一格。")
+    if name not in PASSED:
+        print(f"⏳ {what}在 {name} 通过之后显示在这里：先做练习，通过后再运行这一格。"
+              f"想先看参考答案，用 show_solution(\"{name}\")（成绩册把用到它的答案记为“借用”）。")
         return
     show()
 
@@ -67,8 +69,8 @@ def yours_or_reference(name: str, yours, reference):
 
 def source_after(name: str, *objects) -> None:
     """Print the source of ``objects`` (the library's own version of what exercise ``name``
-    asks for) once the learner has tried that exercise (``after_attempt``)."""
+    asks for) once the learner's answer to that exercise passed (``after_pass``)."""
     def show():
         for obj in objects:
             print(inspect.getsource(obj))
-    after_attempt(name, show, "课程库的实现")
+    after_pass(name, show, "课程库的实现")

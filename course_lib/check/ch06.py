@@ -104,7 +104,7 @@ ALIBI_ELSEWHERE = ("transformers.models.bloom.modeling_bloom.build_alibi_tensor"
           question="在第 4 节“写代码：ALiBi 斜率”的脚手架里按第 4 节的规则写 `my_alibi_slopes(num_heads)`，"
                    "返回长度为 `num_heads` 的斜率列表（头数是 2 的幂和不是 2 的幂都要对）。"
                    "请按规则自己写。直接调用课程的 `layers.alibi_slopes`，或第 4 节拿来核对的 BLOOM 的 `build_alibi_tensor`"
-                   "（Falcon 的同名函数也一样），笔记本里的检查也会通过，但成绩册把这样的答案记为“借用”。")
+                   "（Falcon 的同名函数也一样），笔记本里的检查和成绩册都把这样的答案记为“借用”。")
 def alibi_slopes(func) -> bool:
     """``func(n)`` must equal ``layers.alibi_slopes(n)`` for every head count 1..64."""
     def body():

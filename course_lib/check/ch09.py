@@ -107,8 +107,8 @@ class _TinyTagger:
                    "`pathlib.Path`），不返回值。网络交给你时处在训练模式（它有 dropout）；导出的图要给出推理模式下的输出，"
                    "并接受形状 (batch_size, seq_len) 的 int32 输入——与服务时送进来的完全一样。检查器用 "
                    "`nn.GraphCell(ms.load(...))` 加载你导出的文件，在两种形状上与推理模式下的网络比较输出（误差 1e-5 以内）。"
-                   "课程库的 `export.export_mindir` 做的正是这件事：直接调用它，笔记本里的检查能通过，"
-                   "成绩册却把这样的答案记为“借用”：请自己写 `ms.export` 的调用。")
+                   "课程库的 `export.export_mindir` 做的正是这件事：直接调用它，笔记本里的检查和"
+                   "成绩册都把这样的答案记为“借用”：请自己写 `ms.export` 的调用。")
 def export_for_serving(func) -> bool:
     """The learner's export, loaded back with ``nn.GraphCell(ms.load(...))``, must give the
     live network's (inference-mode) logits for int32 ids of the requested shape."""

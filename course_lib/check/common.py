@@ -13,7 +13,6 @@ Two kinds of exercise (both registered with :func:`exercise`):
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import os
 from contextlib import contextmanager
@@ -21,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
+from .borrowing import in_notebook, provenance
 
 
 # --------------------------------------------------------------------------- recording
@@ -102,24 +103,6 @@ def plain(value):
         except Exception:                               # noqa: BLE001
             return f"<{type(value).__name__}>"
     return f"<{type(value).__name__}>"
-
-
-def provenance(obj) -> dict:
-    """Where a learner's object was defined: its module and qualified name, the files its
-    functions' code came from, and the classes it derives from (the grader flags an object
-    taken or derived from the course library as borrowed)."""
-    def where(o):
-        code = getattr(o, "__code__", None)
-        return {"module": str(getattr(o, "__module__", "") or ""),
-                "name": str(getattr(o, "__qualname__", type(o).__name__)),
-                "file": str(code.co_filename) if code is not None else ""}
-    target = obj if (inspect.isclass(obj) or callable(obj)) else type(obj)
-    info = where(inspect.unwrap(target) if inspect.isfunction(target) else target)
-    info["bases"] = [where(c) for c in getattr(target, "__mro__", ())[1:]
-                     if c.__module__.split(".")[0] == "course_lib"]
-    info["methods"] = sorted({str(f.__code__.co_filename) for f in vars(target).values()
-                              if inspect.isfunction(f)}) if inspect.isclass(target) else []
-    return info
 
 
 def grading() -> bool:
@@ -414,6 +397,10 @@ def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wr
             cannot learn it (no loop that stops at the answer that passes)."""
             run = {"name": name, "obs": [],
                    "provenance": provenance(answer) if kind == "code" and _RECORDERS else None}
+            if not grading():
+                refused = _refused_in_notebook(name, answer, kind)
+                if refused is not None:
+                    return refused
             _OPEN.append(run)
             try:
                 result = Verdict(func(answer, *args, **kwargs))
@@ -425,6 +412,20 @@ def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wr
                                    question.strip(), key, tuple(taught))
         return checker
     return register
+
+
+def _refused_in_notebook(name: str, answer, kind: str):
+    """In a Jupyter kernel, the gradebook's rules on borrowing (``borrowing.in_notebook``):
+    a borrowed answer gets ❌ here too (a Verdict), a cell the gradebook would not run gets a
+    warning line before its verdict (None: check the answer as usual)."""
+    borrowed, refused = in_notebook(name, answer, kind, EXERCISES)
+    if borrowed:
+        print(f"[{name}] ❌ 这不是你自己写的答案（成绩册记为“借用”）：{borrowed}")
+        _record(name, False, borrowed)
+        return Verdict(False)
+    if refused:
+        print(f"[{name}] ⚠️ 成绩册不会运行这个单元：它{refused}。练习单元里只写题目要的代码，再调用检查函数。")
+    return None
 
 
 # --------------------------------------------------------------------------- Cell helpers

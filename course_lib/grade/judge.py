@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..check.borrowing import library_origin
 from ..check.common import Observation, Recorded
 
 VERDICTS = ("pass", "fail", "borrowed", "not attempted", "error", "timeout")
@@ -195,25 +196,8 @@ def first_difference(run: Recorded, ref: Recorded) -> int | None:
 # --------------------------------------------------------------------------- borrowing
 def borrowed(run: Recorded, ref: Recorded) -> str:
     """Why the learner's object is the library's rather than the learner's own ("" if it is
-    their own): defined outside the learner's cell, or derived from a course-library class
-    that the reference solution does not derive from."""
-    mine, theirs = run.provenance, ref.provenance
-    if not mine:
-        return ""
-    allowed = {(b["module"], b["name"]) for b in (theirs or {}).get("bases", [])
-               if not b["module"].startswith("course_lib.solutions")}
-    origin = f"{mine['module']}.{mine['name']}"
-    if mine["module"].startswith("course_lib"):
-        return f"交上来的 {origin} 是课程库里现成的实现，不是你写的。"
-    if mine["file"] and not learner_file(mine["file"]):
-        return f"交上来的函数的代码来自 {mine['file']}，不是你的练习单元。"
-    outside = [m for m in mine["methods"] if not learner_file(m)]
-    if outside:
-        return f"交上来的类的方法来自 {outside[0]}，不是你的练习单元。"
-    for base in mine["bases"]:
-        if (base["module"], base["name"]) not in allowed:
-            return f"交上来的类继承了课程库的 {base['module']}.{base['name']}：题目要你自己写它。"
-    return ""
+    their own): ``borrowing.library_origin``, with the learner's cells as their own code."""
+    return library_origin(run.provenance, ref.provenance, learner_file)
 
 
 # --------------------------------------------------------------------------- the verdict
