@@ -21,8 +21,9 @@ def test_ch02_number_checkers(capsys):
         assert not ch02.ex1(val.count(majority) / len(val))      # the validation split
     assert ch02.ex2(3 * 2 + 1)                                   # 2 per pre-norm block + the final norm
     assert not ch02.ex2(3 * 2) and not ch02.ex2("O2")            # forgot the final LayerNorm
-    assert ch02.ex3(96)                                          # 3 epochs x 32 batches
-    assert not ch02.ex3(93)                                      # 3 x floor(1000/32)
+    assert ch02.ex3(138)                                         # 3 epochs x 46 batches
+    assert not ch02.ex3(135)                                     # 3 x floor(1000/22)
+    assert not ch02.ex3(96) and not ch02.ex3(189)                # the chapter's BATCH, 32 or 16
     out = capsys.readouterr().out
     assert "✅" in out and "❌" in out and "提示" in out
 
@@ -136,7 +137,7 @@ def test_number_hints_name_the_wrong_path_not_the_method(capsys):
     val = [y for _, y in splits.validation]
     majority = Counter(y for _, y in splits.train).most_common(1)[0][0]
     assert not ch02.ex1(round(val.count(majority) / len(val), 3))
-    assert not ch02.ex2(3 * 2) and not ch02.ex3(32)
+    assert not ch02.ex2(3 * 2) and not ch02.ex3(46)
     out = capsys.readouterr().out
     assert "验证集上的基线" in out and "编码器里不只有块" in out and "一轮（epoch）的步数" in out
     for method in ("ceil(", "splits.test）里这一类", "2TP /"):

@@ -3,15 +3,17 @@ from course_lib.check import ch15
 
 
 def test_peak_number(capsys):
-    assert ch15.peak_gib(ch15._peak_gib())
+    assert ch15.peak_gib(ch15._peak_gib()) and ch15.peak_gib(15.54)    # 14.38 GiB of weights + 1.16
     capsys.readouterr()
-    assert not ch15.peak_gib(13.64)                       # weights only: forgot the tensor in flight
+    assert not ch15.peak_gib(14.38)                       # weights only: forgot the tensor in flight
     assert "这个数只是全部权重" in capsys.readouterr().out
-    assert not ch15.peak_gib(15.5) and not ch15.peak_gib("lots")
+    assert not ch15.peak_gib(17.5) and not ch15.peak_gib("lots")
     assert "这个数只是全部权重" not in capsys.readouterr().out
-    assert not ch15.peak_gib(14.44)        # section 7's printed 13.65 (base + LoRA) + the 0.79 tensor
-    assert "包含 LoRA 适配器" in capsys.readouterr().out
-    assert ch15.peak_gib(14.43)            # the base alone, by hand, rounded as asked
+    for original in (14.43, 14.44):        # InternLM-7B as it is; section 7's printed 13.65 + 0.79
+        assert not ch15.peak_gib(original)
+        assert "词表 103,168" in capsys.readouterr().out
+    assert not ch15.peak_gib(15.17)        # the new weights + the old vocabulary's largest tensor
+    assert "它也变了" in capsys.readouterr().out
 
 
 def test_hidden_chat_follows_the_grading_salt(monkeypatch):

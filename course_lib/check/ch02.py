@@ -68,20 +68,20 @@ def ex2(answer) -> bool:
     return check_number(answer, _fp32_layernorms(), integer=True, name="ch02.ex2", hint=hint)
 
 
-@exercise("number", "1000 条评论、batch_size=32、不丢最后小批次，train(3, ...) 的优化步数",
-          solution=lambda: 3 * math.ceil(1000 / 32),
-          question="`review_dataset` 对 1000 条评论、`batch_size=32`（不丢弃最后的小批次）建好数据集后，"
-                   "`model.train(3, data)` 一共执行多少步优化？（用 32，不要用本章的 `BATCH`："
-                   "成绩册在 CI 规模下评分，那里 `BATCH` 是另一个数。）")
+@exercise("number", "1000 条评论、batch_size=22、不丢最后小批次，train(3, ...) 的优化步数",
+          solution=lambda: 3 * math.ceil(1000 / 22),
+          question="`review_dataset` 对 1000 条评论、`batch_size=22`（不丢弃最后的小批次）建好数据集后，"
+                   "`model.train(3, data)` 一共执行多少步优化？")
 def ex3(answer) -> bool:
-    """model.train(3, data) where data = review_dataset(<1000 examples>, ..., batch_size=32)
+    """model.train(3, data) where data = review_dataset(<1000 examples>, ..., batch_size=22)
     (drop_remainder=False): how many optimizer steps run?"""
     hint = recognised(answer, [
-        ("最后那个不满 32 条的小批次也是一步：题目说不丢弃它。", 3 * (1000 // 32)),
-        ("这是一轮（epoch）的步数：train 的第一个参数是轮数（第 3 节）。", math.ceil(1000 / 32)),
-        ("这是 batch_size=16 时的步数：题目说的是 32（本章的 BATCH 随规模变化）。", 3 * math.ceil(1000 / 16)),
+        ("最后那个不满 22 条的小批次也是一步：题目说不丢弃它。", 3 * (1000 // 22)),
+        ("这是一轮（epoch）的步数：train 的第一个参数是轮数（第 3 节）。", math.ceil(1000 / 22)),
+        ("这是本章 BATCH（32，CI 规模下 16）对应的步数：题目的 batch_size 是 22。", 3 * math.ceil(1000 / 32)),
+        ("这是本章 BATCH（32，CI 规模下 16）对应的步数：题目的 batch_size 是 22。", 3 * math.ceil(1000 / 16)),
     ], "一轮（epoch）里有几个批（最后不满的小批次算不算），train(3, ...) 又跑几轮（第 3 节）？")
-    return check_number(answer, 3 * math.ceil(1000 / 32), integer=True, name="ch02.ex3", hint=hint)
+    return check_number(answer, 3 * math.ceil(1000 / 22), integer=True, name="ch02.ex3", hint=hint)
 
 
 # --------------------------------------------------------------------------- code
@@ -223,7 +223,7 @@ def _f1_discriminates(runs) -> bool:
           targets=("course_lib.metrics.BinaryF1", "mindspore.train.F1", "mindspore.train.Fbeta",
                    "mindspore.nn.F1", "mindspore.nn.Fbeta"),
           question="**自定义指标。** 写 `MyF1(Metric)`（`from mindspore.train import Metric`）："
-                   "`Metric` 在[第 04 章](04_callbacks.ipynb)细讲（那里会打印课程自己的 F1 指标的源码：先在这里自己写），这里用到的只有三个方法："
+                   "`Metric` 在[第 04 章](04_callbacks.ipynb)细讲，这里用到的只有三个方法："
                    "`Model.eval` 开始时调用 `clear()`、每个批次调用一次 `update(...)`、最后调用 `eval()` 取结果；"
                    "脚手架里的 `self._convert_data(x)` 是基类 `Metric` 提供的方法，把 Tensor 或 list 转成 NumPy 数组"
                    "（MindSpore 2.7 `mindspore/train/metrics/metric.py` 第 126–145 行）。"

@@ -283,7 +283,11 @@ def adamw_first_step(p0: float = 1.0, grad: float = 0.5, lr: float = 1e-3,
                    "用 `torch.optim.AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)` 更新**一步**后 `p` 是多少？"
                    "答案精确到 ±1e-6。按 `torch.optim.AdamW` 文档里写的算法手算（本课程环境里 "
                    "`torch/optim/adamw.py` 第 61 行起的算法框；它与 AdamW 论文的算法 2 "
-                   "在权重衰减乘的系数上不同，以 PyTorch 的为准）。")
+                   "在权重衰减乘的系数上不同，以 PyTorch 的为准）。不要在答题单元里让优化器替你算"
+                   "（`torch.optim.AdamW`、MindSpore 的 AdamW 类）：成绩册把这样得到的答案记为“借用”。",
+          targets=("torch.optim.AdamW", "torch.optim.adamw", "torch.optim.Adam", "torch.optim.adam",
+                   "mindspore.nn.AdamWeightDecay", "mindspore.mint.optim.AdamW",
+                   "mindspore.experimental.optim.AdamW"))
 def ex3(answer) -> bool:
     """Value of p after ONE torch.optim.AdamW step: p0=1.0, grad=0.5, lr=1e-3,
     betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01."""

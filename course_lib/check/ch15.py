@@ -24,15 +24,19 @@ def _hidden_chats() -> tuple:
     return HIDDEN_CHATS + (drawn,)
 
 
-def _plan():
-    """The plan section 3 computes, for InternLM-7B in bfloat16."""
+VOCAB = 151936                    # the vocabulary of the exercise's InternLM-7B variant
+
+
+def _plan(vocab_size: int = VOCAB):
+    """Section 3's plan, for InternLM-7B with the exercise's vocabulary, in bfloat16."""
     from ..internlm import internlm_7b
     from ..memory import load_plan
-    return load_plan(internlm_7b(), "bfloat16", host_available=0)
+    return load_plan(internlm_7b(vocab_size=vocab_size), "bfloat16", host_available=0)
 
 
 def _lora_weights() -> int:
-    """Section 7's LoRA ledger ``weights``: the base in bfloat16 plus the q/v adapters."""
+    """Section 7's LoRA ledger ``weights`` (InternLM-7B as it is): the base in bfloat16 plus
+    the q/v adapters, printed before the exercise."""
     from ..finetune import lora_plan
     from ..internlm import internlm_7b
     return lora_plan(internlm_7b(), ("q_proj", "v_proj"), r=8, device_gib=64, seq_len=2048, micro_batch=2)[0].weights
@@ -43,25 +47,28 @@ def _peak_gib() -> float:
     return round(_plan().host_peak / GiB, 2)
 
 
-@exercise("number", "以 bfloat16 流式加载 InternLM-7B：主机内存峰值是多少 GiB（两位小数）？",
+@exercise("number", "以 bfloat16 流式加载词表 151,936 的 InternLM-7B：主机内存峰值是多少 GiB（两位小数）？",
           solution=_peak_gib,
           targets=("course_lib.memory.load_plan", "course_lib.from_pretrained",   # both print the plan
                    "course_lib.pretrained.from_pretrained"),
-          question="以 bfloat16 流式加载 InternLM-7B（`internlm_7b()`，不需要真的下载），"
-                   "主机内存峰值是多少 GiB（1 GiB = 2**30 字节）？保留两位小数（检查器接受 ±0.006）。"
+          question="把 InternLM-7B 的词表换成 151,936 个词（`internlm_7b(vocab_size=151936)`，其余不变，"
+                   "不需要真的下载），以 bfloat16 流式加载，主机内存峰值是多少 GiB（1 GiB = 2**30 字节）？"
+                   "保留两位小数（检查器接受 ±0.006）。"
                    "用第 3 节的公式手算；不要调用 `memory.load_plan` 或 `cl.from_pretrained`（它在读权重之前打印同一份计划），成绩册把用它们得到的答案记为“借用”。")
 def peak_gib(answer) -> bool:
     from ..memory import GiB
-    plan, lora = _plan(), _lora_weights()
-    in_flight = plan.host_peak - plan.weights                # the one tensor being moved
-    with_adapters = "第 7 节账本里的 weights 一项包含 LoRA 适配器；加载的只是基座的权重。"
+    plan, original = _plan(), _plan(vocab_size=103168)
+    unchanged = ("这是原来的 InternLM-7B（词表 103,168）的峰值：题目换了词表，"
+                 "全部权重和“正在搬运的那一个张量”都跟着变。")
     hint = recognised(answer, [("这个数只是全部权重（bfloat16）：第 3 节的峰值里还有“正在搬运的那一个张量”，"
-                                "它在 InternLM-7B 里是哪一个、有多大？", plan.weights / GiB),
-                               (with_adapters, (lora + in_flight) / GiB),
-                               (with_adapters, round(lora / GiB, 2) + round(in_flight / GiB, 2)),   # as printed
-                               (with_adapters + "峰值里还有“正在搬运的那一个张量”。", lora / GiB)],
+                                "它在这个模型里是哪一个、有多大？", plan.weights / GiB),
+                               (unchanged, original.host_peak / GiB),
+                               (unchanged, round(_lora_weights() / GiB, 2) +          # section 7's printed
+                                round(original.largest_tensor / GiB, 2)),              # 13.65, + 0.79
+                               ("全部权重算对了；“正在搬运的那一个张量”是换了词表之后最大的那个，它也变了。",
+                                (plan.weights + original.largest_tensor) / GiB)],
                       "回到第 3 节的峰值公式：全部权重按目标精度一共多少字节？“正在搬运的那一个张量”"
-                      "在 InternLM-7B 里是哪一个、有多大？", abs_=0.006)
+                      "在这个模型里是哪一个、有多大？", abs_=0.006)
     return check_number(answer, _peak_gib(), name="ch15.peak_gib", abs_=0.006, hint=hint)
 
 

@@ -14,7 +14,7 @@ def internlm_prompt(tokenizer, messages):
     return tokenizer.encode(text)          # [<s>] + the whole text, encoded at once
 
 
-preset = internlm_7b()
+preset = internlm_7b(vocab_size=151936)
 weights = preset.num_parameters() * 2                  # bfloat16: 2 bytes per parameter
 largest = preset.vocab_size * preset.hidden_size * 2   # the biggest tensor: embedding / lm_head
 ch15.peak_gib(round((weights + largest) / 2**30, 2))
@@ -38,7 +38,7 @@ def internlm_prompt(tokenizer, messages):
     return tokenizer.encode(text)          # [<s>] + the whole text, encoded at once
 
 
-preset = internlm_7b()
+preset = internlm_7b(vocab_size=151936)
 weights = preset.num_parameters() * 2                  # bfloat16: 2 bytes per parameter
 ch15.peak_gib(round(weights / 2**30, 2))
 ch15.internlm_prompt(internlm_prompt)
