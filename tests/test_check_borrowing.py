@@ -37,6 +37,9 @@ CELLS = {
     "honest, with a cell the gradebook will not run": "import sys\n" + HONEST +
                                                       "ok = ch15.internlm_prompt(internlm_prompt)",
     "number from the library": "ok = ch15.peak_gib(round(memory.load_plan(internlm_7b(), 'bf16').host_peak / 2**30, 2))",
+    "example call alone": "ch15.peak_gib(0)",
+    "example call beside the answer": "ch15.peak_gib(0)\nok = ch15.peak_gib(15.54)\nch15.peak_gib(0)\n"
+                                      "from course_lib.check.common import PASSED\nok = ok and 'ch15.peak_gib' in PASSED",
 }
 
 SCRIPT = '''
@@ -88,6 +91,16 @@ def test_an_honest_answer_passes_and_a_refused_cell_is_announced(cells):
     warned = cells["honest, with a cell the gradebook will not run"]
     assert warned["ok"] and "✅" in warned["printed"], warned
     assert "⚠️ 成绩册不会运行这个单元" in warned["printed"] and "sys" in warned["printed"], warned
+
+
+def test_the_example_call_counts_only_when_it_is_the_cells_only_call(cells):
+    """The course's example call ``name(0)`` under a number exercise shows what a wrong answer
+    looks like; left beside the learner's answer it is skipped (the gradebook drops it), so the
+    pass stands."""
+    alone = cells["example call alone"]["printed"]
+    assert "❌" in alone and "⏭" not in alone
+    beside = cells["example call beside the answer"]
+    assert beside["ok"] and beside["printed"].count("⏭") == 2 and "❌" not in beside["printed"], beside
 
 
 def test_outside_a_kernel_the_checker_grades_what_it_is_given():

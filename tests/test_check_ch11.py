@@ -145,3 +145,17 @@ def test_llama_kwargs_takes_swish_for_silu_but_not_another_activation(capsys):
     assert ch11.llama_kwargs(lambda config: {**sol.llama_kwargs(config), "hidden_act": "swish"})
     assert not ch11.llama_kwargs(lambda config: {**sol.llama_kwargs(config), "hidden_act": "gelu"})
     assert "hidden_act" in capsys.readouterr().out
+
+
+def test_llama_kwargs_rejects_another_setting_that_changes_the_network(capsys):
+    """LlamaConfig arguments the reference leaves at their defaults are compared too: a wrong
+    ``head_dim`` or a ``rope_scaling`` is another network; ``head_dim`` spelled out as hidden /
+    heads, or token ids and ``use_cache``, leave it the same."""
+    from course_lib.solutions import ch11 as sol
+    for extra in ({"head_dim": 3}, {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+                  {"attention_dropout": 0.1}):
+        assert not ch11.llama_kwargs(lambda config: {**sol.llama_kwargs(config), **extra}), extra
+        assert f"还改了 LlamaConfig 的 {sorted(extra)}" in capsys.readouterr().out
+    same = lambda config: {**sol.llama_kwargs(config), "use_cache": False, "pad_token_id": 0,
+                           "head_dim": config.hidden_size // config.num_heads}
+    assert ch11.llama_kwargs(same), capsys.readouterr().out

@@ -90,6 +90,25 @@ def _running_cell():
     return history[-1], "\n".join(t for t in history[:-1] if t and parses(t))
 
 
+def example_beside_answer(name: str, caller) -> bool:
+    """True when the statement running in the Jupyter cell (``caller``: its frame) is the
+    course's example call ``name(0)`` and the cell calls ``name`` elsewhere too: the learner's
+    answer sits beside the example, which the gradebook drops (``grade.notebooks.without_examples``)."""
+    cell = _running_cell()
+    if cell is None or caller is None or caller.f_code.co_name != "<module>":
+        return False
+    lines = cell[0].splitlines()
+    if not 0 < caller.f_lineno <= len(lines):
+        return False
+    try:
+        statement = ast.unparse(ast.parse(lines[caller.f_lineno - 1].strip()))
+        calls = [n for n in ast.walk(ast.parse(cell[0]))
+                 if isinstance(n, ast.Call) and ast.unparse(n.func) == name]
+    except (SyntaxError, ValueError):
+        return False
+    return statement == f"{name}(0)" and len(calls) > 1
+
+
 def in_notebook(name: str, answer, kind: str, registry: dict) -> tuple[str, str]:
     """(why the answer is borrowed, why the gradebook would not run the cell) for exercise
     ``name`` answered in the running Jupyter cell; ("", "") outside a kernel."""

@@ -180,6 +180,24 @@ def _generic_config_keys() -> set:
     return set(PretrainedConfig().to_dict()) | {"torch_dtype", "transformers_version"}
 
 
+NEUTRAL_KEYS = {"initializer_range", "use_cache", "pad_token_id", "bos_token_id", "eos_token_id"}   # no effect
+# on what a network with given weights computes
+
+
+def _other_changes(got: dict, effective: dict, defaults: dict, reference: dict) -> list:
+    """LlamaConfig's own parameters outside the reference's keys that ``got`` sets to something
+    else than their default (``head_dim=None`` means hidden / heads)."""
+    changed = []
+    for key in sorted(set(got) & set(defaults) - set(reference) - NEUTRAL_KEYS):
+        value, default = effective[key], defaults[key]
+        if key == "head_dim":
+            whole = effective.get("hidden_size", 0) // max(1, effective.get("num_attention_heads") or 1)
+            value, default = (whole if value is None else value), whole
+        if value != default:
+            changed.append(str(key))
+    return changed
+
+
 def _hidden_configs():
     """Two fixed configurations and one drawn from the hidden inputs."""
     from ..internlm import tiny
@@ -214,7 +232,13 @@ def _kwargs_body(func):
         effective = {**defaults, **got}
         if effective.get("num_key_value_heads") is None:      # LlamaConfig: None means "= heads"
             effective["num_key_value_heads"] = effective.get("num_attention_heads")
-        for key, want in llama_config_kwargs(config).items():
+        reference = llama_config_kwargs(config)
+        changed = _other_changes(got, effective, defaults, reference)
+        observe(f"{config.name}（hidden {config.hidden_size}）：改了默认值的其他参数", changed, [])
+        if changed:
+            raise Mismatch(f"{config.name}（hidden {config.hidden_size}）：你的 dict 还改了 LlamaConfig 的 {changed}"
+                           "（不是默认值）。课程配置里没有对应的设置，改了它们，网络就不是同一个了。")
+        for key, want in reference.items():
             value = effective[key]
             if key == "hidden_act" and isinstance(value, str) and {value, want} <= _SILU_NAMES:
                 effective[key] = want                          # another name of the same function
@@ -236,7 +260,7 @@ def _kwargs_body(func):
                    "返回一个 dict，"
                    "使 `LlamaConfig(**my_llama_kwargs(config))` 与课程的 InternLM 配置（`course_lib.internlm.tiny()` 返回的 `InternLMConfig`）"
                    "描述**同一个网络**。第一代 InternLM 与 Llama 的结构有一处不同；"
-                   "Llama 的哪些默认值与课程模型不一样？检查器在三个配置上（两种固定尺寸，外加一个由隐藏输入随机抽取的）"
+                   "Llama 的哪些默认值与课程模型不一样？检查器在三个配置上（两种固定尺寸，外加一个由检查器随机生成、事先不公开的）"
                    "与课程库里的参考实现逐项比较，不产生参数的字段也比较（例如课程配置的 `max_seq_len` 对应的 `max_position_embeddings`）：dict 里没写的参数按 `LlamaConfig` 的默认值算，"
                    "`LlamaConfig` 不认识的参数名算错（它从 `PretrainedConfig` 继承的通用参数，如 `torch_dtype`，可以写）。直接调用课程库里的参考实现，笔记本里的检查和"
                    "成绩册都把这样的答案记为“借用”：请自己写。")
