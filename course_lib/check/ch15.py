@@ -54,7 +54,7 @@ def _peak_gib() -> float:
           question="把 InternLM-7B 的词表换成 151,936 个词（`internlm_7b(vocab_size=151936)`，其余不变，"
                    "不需要真的下载），以 bfloat16 流式加载，主机内存峰值是多少 GiB（1 GiB = 2**30 字节）？"
                    "保留两位小数（检查器接受 ±0.006）。"
-                   "用第 3 节的公式手算；不要调用 `memory.load_plan` 或 `cl.from_pretrained`（它在读权重之前打印同一份计划），成绩册把用它们得到的答案记为“借用”。")
+                   "用第 3 节的公式算（参数量可以用配置的 `num_parameters()` 取，最大的张量从配置的尺寸推出）；不要调用 `memory.load_plan` 或 `cl.from_pretrained`（它在读权重之前打印同一份计划），成绩册把用它们得到的答案记为“借用”。")
 def peak_gib(answer) -> bool:
     from ..memory import GiB
     plan, original = _plan(), _plan(vocab_size=103168)
