@@ -111,9 +111,10 @@ def sharded_dataset(blocks: np.ndarray, batch_size: int, rank: int, world: int, 
 # The train step with the all-reduce
 # --------------------------------------------------------------------------------------
 class DataParallelTrainStep(TrainStep):
-    """TrainStep with one extra line: average the gradients over all ranks BEFORE
-    measuring their norm and clipping, so the update is the global-norm clip of the mean
-    gradient, as one device would compute it on the whole batch. (Clipping each rank's own
+    """TrainStep's step with the gradients averaged over all ranks BEFORE their norm is
+    measured and they are clipped (``ops.clip_by_global_norm``; no loss scaling), so the
+    update is the global-norm clip of the mean gradient, as one device would compute it on
+    the whole batch. (Clipping each rank's own
     gradient first and averaging after still gives every rank the same update, but a
     different one, which depends on how the batch was split.)"""
 
