@@ -329,3 +329,18 @@ def test_a_library_call_that_prints_the_answer_is_borrowed(name, code):
     reading = read_cell(code, setup, [name], {name: registry[name].targets}, {f"course_lib.check.{name}"})
     found = reading.finding or reading.refused.get(name)
     assert found is not None and found.verdict == "borrowed"
+
+
+@pytest.mark.parametrize("code, verdict", [
+    (WRONG + "ch06.rms_norm(MyRMSNorm)\nshow_solution('ch06.rms_norm')\n", None),
+    (WRONG + "show_solution('ch06.rms_norm')\nch06.rms_norm(MyRMSNorm)\n", "borrowed"),
+    (WRONG + "ch06.rms_norm(MyRMSNorm)\nshow = show_solution\n", "borrowed"),
+])
+def test_show_solution_after_the_check_is_looking_not_borrowing(code, verdict):
+    """A scaffold's ``# show_solution(...)`` uncommented where it stands, after the checker
+    call, prints the reference once the learner has answered: not borrowed. Called before the
+    check (or taken without a call) it is."""
+    from course_lib.grade.audit import audit
+    found = audit(code, "from course_lib.check import ch06, show_solution\n", ["ch06.rms_norm"],
+                  ("course_lib.layers.RMSNorm",), {"course_lib.check.ch06.rms_norm"})
+    assert (found.verdict if found else None) == verdict, found

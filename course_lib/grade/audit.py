@@ -113,6 +113,19 @@ class _Reader:
         self.own = _own_bindings(self.tree)
         self.deferred = {id(n) for f in ast.walk(self.tree) if isinstance(
             f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for n in ast.walk(f)}
+        self.after_check = self._after_last_check()
+
+    def _after_last_check(self) -> set:
+        """The nodes of the top-level statements after the cell's last checker call: they run
+        once the verdict is printed (a scaffold's ``# show_solution(...)`` uncommented where
+        it stands shows the reference after the learner's attempt, not before it)."""
+        def checks(stmt):
+            return any(isinstance(n, ast.Call) and (parts := _dotted(n.func)) and
+                       parts[0] in self.names and self.resolve(parts) in self.registered
+                       for n in ast.walk(stmt))
+        body = self.tree.body
+        last = max((i for i, stmt in enumerate(body) if checks(stmt)), default=None)
+        return set() if last is None else {id(n) for stmt in body[last + 1:] for n in ast.walk(stmt)}
 
     def shadowed(self, node) -> bool:
         """``node`` (a Name) reads the cell's own definition of its name, not an imported one
@@ -134,7 +147,9 @@ class _Reader:
         if path == SOLUTIONS or path.startswith(SOLUTIONS + "."):
             return self.flag(node, "borrowed", f"用到了课程的参考答案 {path}")
         if path.split(".")[-1] == "show_solution":
-            return None if importing else self.flag(node, "borrowed", "用到了 show_solution（参考答案）")
+            if importing or (called and id(node) in self.after_check):
+                return None                      # imported, or called after the last check
+            return self.flag(node, "borrowed", "在检查之前用到了 show_solution（参考答案）")
         for target in self.targets:
             tail = target.split(".")[-1]
             if path == target or path.startswith(target + ".") or \
