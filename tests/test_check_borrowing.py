@@ -4,6 +4,7 @@ The cells run in an IPython shell in a child process, the way a Jupyter kernel r
 running cell is the last entry of ``In``). Outside a kernel a checker grades whatever it is
 given: the self-test passes the library's own solutions (tests/test_check_*.py do too).
 """
+import ast
 import json
 import os
 import subprocess
@@ -14,16 +15,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-HONEST = '''
-def internlm_prompt(tokenizer, messages):
-    text = ""
-    for message in messages:
-        if message["role"] == "user":
-            text += f"<|User|>:{message['content']}<eoh>\\n"
-        else:
-            text += f"<|Bot|>:{message['content']}<eoa>\\n"
-    return tokenizer.encode(text + "<|Bot|>:")
-'''
+def _honest_prompt() -> str:
+    """The right ``internlm_prompt`` of tests/learners/ch15.py (its definition only)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import learners
+    cell = next(code for key, code in learners.chapter("15").RIGHT.items() if "ch15.internlm_prompt" in key)
+    tree = ast.parse(cell)
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "internlm_prompt")
+    return "\n" + ast.get_source_segment(cell, node) + "\n"
+
+
+HONEST = _honest_prompt()
 
 CELLS = {
     "setup": "from course_lib.check import ch15\nfrom course_lib import conversation, memory\n"

@@ -12,7 +12,7 @@ import importlib
 import inspect
 import pkgutil
 
-from .common import ATTEMPTED, EXERCISES, PASSED, Exercise  # noqa: F401
+from .common import EXERCISES, PASSED, Exercise  # noqa: F401
 
 
 def all_exercises() -> dict[str, Exercise]:
