@@ -127,7 +127,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     **{("08_internlm_lora.ipynb", f): "a row of the LoRA-payoff table that benchmarks/RESULTS.md "
        "records (cited with benchmarks/lora_payoff.py just above the table)"
        for f in ("4,800", "0.570", "0.430", "0.705", "0.770", "0.753")},
-    ("09_merge_export_deploy.ipynb", "160 KB"): "162,016 bytes (printed in section 1) rounded, both on the line",
+    ("09_merge_export_deploy.ipynb", "158 KiB"): "162,016 bytes (printed in section 1) in KiB, both on the line",
     ("10_distributed_training.ipynb", "4096"): "the sequence length given to the memory calculator, an input",
     ("13_pytorch_migration.ipynb", "50%"): "the claim being examined, quoted in the table's first column",
     ("13_pytorch_migration.ipynb", "130 GB"): "the claim being examined, quoted in the table's first column",

@@ -21,8 +21,9 @@ def torch_block():
     import torch
 
     class FeedForwardBlock(torch.nn.Module):
-        """Pre-LN residual feed-forward block, GPT-2 / ViT style: LayerNorm with eps=1e-6,
-        the tanh approximation of GELU, an output projection without bias."""
+        """Pre-LN residual feed-forward block (the MLP half of a transformer block), with the
+        settings a translation must carry over: LayerNorm with eps=1e-6, the tanh
+        approximation of GELU, an output projection without bias."""
 
         def __init__(self, hidden: int, inner: int):
             super().__init__()

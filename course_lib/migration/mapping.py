@@ -399,7 +399,7 @@ def check_clip_grad_norm() -> MappingRow:
         "clip_grad_norm", "nn.utils.clip_grad_norm_(params, 1.0)  # in place, returns norm",
         "grads = ops.clip_by_global_norm(grads, 1.0)  # returns new grads",
         "MindSpore 作用于梯度元组并返回新梯度（不原地修改、不返回范数，要自己算）；"
-        "PyTorch 的缩放分母多加 1e-6，所以只差到 1e-7 量级。",
+        "PyTorch 的缩放分母多加 1e-6，所以两边只差一个很小的量（这一行量到的差）。",
         d, 1e-6)
 
 
