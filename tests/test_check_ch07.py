@@ -19,6 +19,7 @@ def test_ex1_perplexity_is_a_geometric_mean():
 def test_ex2_top_p_by_hand(capsys):
     # cumulative 0.42, 0.67, 0.82 >= 0.8 -> the first three are kept
     assert ch07.ex2([0, 1, 2]) and ch07.ex2(np.array([0, 1, 2])) and ch07.ex2({0, 1, 2})
+    assert ch07.ex2(np.nonzero(np.array([1, 1, 1, 0, 0, 0, 0, 0])))   # the tuple np.nonzero returns
     assert not ch07.ex2([0, 1])                # stopped before reaching p
     assert not ch07.ex2([0, 1, 2, 3])
     assert not ch07.ex2([0, 1, 7])             # no such word

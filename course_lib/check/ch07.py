@@ -241,10 +241,12 @@ def _kept_top_p() -> list:
 
 
 def _indices(answer) -> list | None:
-    """The answer as sorted distinct int indices (a list, tuple, set, array or one number),
-    or None when it is not a collection of whole numbers."""
+    """The answer as sorted distinct int indices (a list, tuple, set, array, one number, or
+    the 1-tuple ``np.nonzero`` returns), or None when it is not a collection of whole numbers."""
     if answer is None or isinstance(answer, (str, bytes, dict, bool)):
         return None
+    if isinstance(answer, tuple) and len(answer) == 1 and np.ndim(answer[0]) == 1:
+        answer = answer[0]                       # what np.nonzero / np.where return for a 1-D array
     try:
         items = (list(answer) if isinstance(answer, (list, tuple, set, frozenset, range))
                  else list(np.ravel(_np(answer))))

@@ -262,7 +262,7 @@ def _kwargs_body(func):
                    "描述**同一个网络**。第一代 InternLM 与 Llama 的结构有一处不同；"
                    "Llama 的哪些默认值与课程模型不一样？检查器在三个配置上（两种固定尺寸，外加一个由检查器随机生成、事先不公开的）"
                    "与课程库里的参考实现逐项比较，不产生参数的字段也比较（例如课程配置的 `max_seq_len` 对应的 `max_position_embeddings`）：dict 里没写的参数按 `LlamaConfig` 的默认值算，"
-                   "`LlamaConfig` 不认识的参数名算错（它从 `PretrainedConfig` 继承的通用参数，如 `torch_dtype`，可以写）。直接调用课程库里的参考实现，笔记本里的检查和"
+                   "`LlamaConfig` 不认识的参数名算错（它从 `PretrainedConfig` 继承的通用参数，如 `torch_dtype`，可以写）；参考实现没有写的 `LlamaConfig` 参数，改了它的默认值也算错（如 `head_dim`、`rope_scaling`：改了就不是同一个网络）。直接调用课程库里的参考实现，笔记本里的检查和"
                    "成绩册都把这样的答案记为“借用”：请自己写。")
 def llama_kwargs(func) -> bool:
     """``func(config)`` -> kwargs; compared (over LlamaConfig's defaults) with families.llama_config_kwargs."""
