@@ -253,7 +253,8 @@ def _ex3() -> int:
 @exercise("number", "回答换成一句话后，一条 SFT 样本里有多少个标签位置不是 IGNORE_INDEX", solution=_ex3,
           question=f"第 2 节的 SFT 样本里，助手的回答是“正面”或“负面”。如果把正面评论的回答换成一句话"
                    f"“{LONG_ANSWER}”（对话模板、指令和评论都不变，评论不长、不会被截断），"
-                   "这样一条样本（`sft.encode_example` 的做法）里有多少个标签位置**不是** `IGNORE_INDEX`？（整数）")
+                   "这样一条样本里有多少个标签位置**不是** `IGNORE_INDEX`？（整数；规则与 `sft.encode_example` 相同。它只接受标签 0/1，"
+                   "要编码这句回答，可以照它的源码用 `tok.encode_chat(sft.instruction(评论), 回答)` 和 `sft.pack_example` 搭出这条样本，也可以按规则手数）")
 def ex3(answer) -> bool:
     """How many label positions are NOT IGNORE_INDEX in an SFT example whose answer is the
     sentence LONG_ANSWER — i.e. how many tokens does the loss learn per example?"""
