@@ -71,30 +71,31 @@ def written_in_notebook(path: str) -> bool:
     return not os.path.abspath(path).startswith(_library_dirs()) if path else True
 
 
-def _running_cell():
-    """(the source of the running Jupyter cell, the sources of the earlier cells that parse),
-    or None outside an IPython kernel."""
+def running_cell():
+    """(the source of the running Jupyter cell, the sources of the earlier cells), or None
+    outside an IPython kernel."""
     import sys
     getipython = sys.modules.get("IPython.core.getipython")
     shell = getipython.get_ipython() if getipython else None
     history = list(getattr(shell, "user_ns", {}).get("In", ()) or ())
     if shell is None or not history:
         return None
-
-    def parses(text):
-        try:
-            ast.parse(text)
-            return True
-        except (SyntaxError, ValueError):
-            return False
-    return history[-1], "\n".join(t for t in history[:-1] if t and parses(t))
+    return history[-1], history[:-1]
 
 
-def example_beside_answer(name: str, caller) -> bool:
-    """True when the statement running in the Jupyter cell (``caller``: its frame) is the
-    course's example call ``name(0)`` and the cell calls ``name`` elsewhere too: the learner's
-    answer sits beside the example, which the gradebook drops (``grade.notebooks.without_examples``)."""
-    cell = _running_cell()
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+def example_beside_answer(name: str, caller, cell) -> bool:
+    """True when the statement running in the Jupyter cell (``caller``: its frame; ``cell``:
+    :func:`running_cell`) is the course's example call ``name(0)`` and the cell calls ``name``
+    elsewhere too: the learner's answer sits beside the example, which the gradebook drops
+    (``grade.notebooks.without_examples``)."""
     if cell is None or caller is None or caller.f_code.co_name != "<module>":
         return False
     lines = cell[0].splitlines()
@@ -109,10 +110,10 @@ def example_beside_answer(name: str, caller) -> bool:
     return statement == f"{name}(0)" and len(calls) > 1
 
 
-def in_notebook(name: str, answer, kind: str, registry: dict) -> tuple[str, str]:
+def in_notebook(name: str, answer, kind: str, registry: dict, cell) -> tuple[str, str]:
     """(why the answer is borrowed, why the gradebook would not run the cell) for exercise
-    ``name`` answered in the running Jupyter cell; ("", "") outside a kernel."""
-    cell = _running_cell()
+    ``name`` answered in the running Jupyter cell (``cell``: :func:`running_cell`); ("", "")
+    outside a kernel."""
     if cell is None:
         return "", ""
     from ..grade import audit                   # the gradebook's reader (imports nothing of ours)
@@ -121,7 +122,8 @@ def in_notebook(name: str, answer, kind: str, registry: dict) -> tuple[str, str]
         reason = library_origin(provenance(answer), provenance(ex.solution()), written_in_notebook)
         if reason:
             return reason, ""
-    source, setup = cell
+    source, earlier = cell
+    setup = "\n".join(t for t in earlier if t and _parses(t))
     try:
         answered = audit.called(ast.parse(source), registry) or [name]
     except (SyntaxError, ValueError):

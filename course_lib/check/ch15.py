@@ -57,7 +57,8 @@ def _peak_gib() -> float:
                    "用第 3 节的公式算（参数量可以用配置的 `num_parameters()` 取，最大的张量从配置的尺寸推出）；不要调用 `memory.load_plan` 或 `cl.from_pretrained`（它在读权重之前打印同一份计划），成绩册把用它们得到的答案记为“借用”。")
 def peak_gib(answer) -> bool:
     from ..memory import GiB
-    plan, original = _plan(), _plan(vocab_size=103168)
+    from ..internlm import internlm_7b
+    plan, original = _plan(), _plan(vocab_size=internlm_7b().vocab_size)
     unchanged = ("这是原来的 InternLM-7B（词表 103,168）的峰值：题目换了词表，"
                  "全部权重和“正在搬运的那一个张量”都跟着变。")
     hint = recognised(answer, [("这个数只是全部权重（bfloat16）：第 3 节的峰值里还有“正在搬运的那一个张量”，"

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .borrowing import example_beside_answer, in_notebook, provenance
+from .borrowing import example_beside_answer, in_notebook, provenance, running_cell
 
 
 # --------------------------------------------------------------------------- recording
@@ -398,13 +398,10 @@ def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wr
             cannot learn it (no loop that stops at the answer that passes)."""
             run = {"name": name, "obs": [],
                    "provenance": provenance(answer) if kind == "code" and _RECORDERS else None}
-            if not grading() and kind == "number" and example_beside_answer(name, inspect.currentframe().f_back):
-                print(f"[{name}] ⏭ {name}(0) 是课程的示例调用：这个单元里已经有你的答案，它不计入（可以删掉这一行）。")
-                return None
             if not grading():
-                refused = _refused_in_notebook(name, answer, kind)
-                if refused is not None:
-                    return refused
+                stop, value = _in_notebook(name, answer, kind, inspect.currentframe().f_back)
+                if stop:
+                    return value
             _OPEN.append(run)
             try:
                 result = Verdict(func(answer, *args, **kwargs))
@@ -418,18 +415,26 @@ def exercise(kind: str, task: str, solution: Callable[[], Any] | None = None, wr
     return register
 
 
-def _refused_in_notebook(name: str, answer, kind: str):
-    """In a Jupyter kernel, the gradebook's rules on borrowing (``borrowing.in_notebook``):
-    a borrowed answer gets ❌ here too (a Verdict), a cell the gradebook would not run gets a
-    warning line before its verdict (None: check the answer as usual)."""
-    borrowed, refused = in_notebook(name, answer, kind, EXERCISES)
+def _in_notebook(name: str, answer, kind: str, caller) -> tuple[bool, Any]:
+    """In a Jupyter kernel (the running cell read once): the course's example call beside the
+    learner's answer is skipped (the gradebook drops it); a borrowed answer gets ❌ as in the
+    gradebook (``borrowing.in_notebook``); a cell the gradebook would not run gets a warning
+    line before its verdict. Returns (stop here, what the call returns); (False, None): check
+    the answer as usual."""
+    cell = running_cell()
+    if cell is None:
+        return False, None
+    if kind == "number" and example_beside_answer(name, caller, cell):
+        print(f"[{name}] ⏭ {name}(0) 是课程的示例调用：这个单元里已经有你的答案，它不计入（可以删掉这一行）。")
+        return True, None
+    borrowed, refused = in_notebook(name, answer, kind, EXERCISES, cell)
     if borrowed:
         print(f"[{name}] ❌ 这不是你自己写的答案（成绩册记为“借用”）：{borrowed}")
         _record(name, False, borrowed)
-        return Verdict(False)
+        return True, Verdict(False)
     if refused:
         print(f"[{name}] ⚠️ 成绩册不会运行这个单元：它{refused}。练习单元里只写题目要的代码，再调用检查函数。")
-    return None
+    return False, None
 
 
 # --------------------------------------------------------------------------- Cell helpers
