@@ -12,9 +12,10 @@ def test_ch01_number_checkers(capsys):
     assert ch01.ex1(total) and ch01.ex1(np.int64(total)) and ch01.ex1(float(total))
     assert not ch01.ex1(total - 4 * E)                           # forgot the LayerNorms
     assert not ch01.ex1(total + 0.5) and not ch01.ex1(None)
-    assert ch01.ex2((10, 4, 4)) and ch01.ex2(np.array([10, 4, 4]))  # (N, L, S) with L=4, N=10
+    assert ch01.ex2((10, 4, 6)) and ch01.ex2(np.array([10, 4, 6]))  # (N, L, S) with L=4, S=6, N=10
+    assert not ch01.ex2((10, 6, 4)) and not ch01.ex2((10, 4, 4))  # L and S swapped, or one length
     assert not ch01.ex2((4, 10, 10))                             # the batch-first reading
-    assert not ch01.ex2("(10, 4, 4)")
+    assert not ch01.ex2("(10, 4, 6)")
     assert ch01.ex3(total - attention)
     assert not ch01.ex3(total)
     out = capsys.readouterr().out

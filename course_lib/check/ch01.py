@@ -50,28 +50,31 @@ def _mha_weights_shape() -> list:
     import mindspore as ms
     import numpy as np
     from mindspore import nn
-    x = ms.Tensor(np.zeros((4, 10, 16), np.float32))
-    return list(nn.MultiheadAttention(16, 2)(x, x, x)[1].shape)
+    q = ms.Tensor(np.zeros((4, 10, 16), np.float32))
+    kv = ms.Tensor(np.zeros((6, 10, 16), np.float32))
+    return list(nn.MultiheadAttention(16, 2)(q, kv, kv)[1].shape)
 
 
-@exercise("number", "nn.MultiheadAttention 默认 batch_first 时注意力权重的形状",
+@exercise("number", "nn.MultiheadAttention 默认 batch_first 时交叉注意力权重的形状",
           solution=_mha_weights_shape,
-          question="`nn.MultiheadAttention(16, 2)`（默认 `batch_first`）"
-                   "以 `mha(x, x, x)` 处理形状 `(4, 10, 16)` 的 `x`，返回的注意力**权重**的形状是什么？"
-                   "这是第 6 节那个例子换了一个形状：先按那里的读法推理（哪一维被当成序列长度、"
-                   "哪一维被当成 batch），再运行验证。写成元组。")
+          question="`nn.MultiheadAttention(16, 2)`（默认 `batch_first`）做交叉注意力："
+                   "`mha(q, kv, kv)`，`q` 的形状是 `(4, 10, 16)`，`kv` 的形状是 `(6, 10, 16)`。"
+                   "返回的注意力**权重**的形状是什么？先按第 6 节的读法推理（哪一维被当成序列长度、"
+                   "哪一维被当成 batch；query 和 key 的长度可以不同），再运行验证。写成元组。")
 def ex2(answer) -> bool:
-    """nn.MultiheadAttention(16, 2) with its default batch_first, called as
-    mha(x, x, x) with x of shape (4, 10, 16): the shape of the attention *weights*?"""
+    """nn.MultiheadAttention(16, 2) with its default batch_first, called as mha(q, kv, kv)
+    with q of shape (4, 10, 16) and kv of shape (6, 10, 16): the shape of the attention *weights*?"""
     shape = _mha_weights_shape()
-    n, length = shape[0], shape[1]
+    n, length, source = shape
     hint = recognised(answer, [
-        ("这是把 x 当成 batch 在前（batch_first=True）读出的形状：默认设置下第 0 维"
-                         "被当成什么？回到第 6 节的例子。", (length, n, n)),
+        ("这是把输入当成 batch 在前（batch_first=True）读出的形状：默认设置下第 0 维"
+         "被当成什么？回到第 6 节的例子。", (length, n, n)),
+        ("后两维的顺序反了：权重的每一行属于 query 的一个位置，还是 key 的一个位置？", (n, source, length)),
+        ("后两维用了同一个长度：query 和 key 的长度在这里不同，各取自哪个输入？", (n, length, length)),
+        ("后两维用了同一个长度：query 和 key 的长度在这里不同，各取自哪个输入？", (n, source, source)),
         ("这是输出的形状，题目问的是返回元组里的注意力权重。", (length, n, 16)),
-        ("这是输出按另一种读法的形状，题目问的是返回元组里的注意力权重。", (n, length, 16)),
     ], "回到第 6 节那个例子：默认设置下输入的第 0 维、第 1 维分别被当成什么？"
-       "注意力权重的三个维度依次表示什么？")
+       "注意力权重的三个维度依次表示什么，各取自 q 还是 kv？")
     return check_number(answer, shape, integer=True, name="ch01.ex2", hint=hint)
 
 

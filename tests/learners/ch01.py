@@ -38,7 +38,7 @@ ch01.prenorm_block(MyDecoderBlock)
 ''',
     ("ch01.ex1", "ch01.ex2", "ch01.ex3"): '''E, F = 32, 128
 ch01.ex1((4 * E * E + 4 * E) + (2 * E * F + F + E) + 4 * E)
-ch01.ex2((10, 4, 4))
+ch01.ex2((10, 4, 6))
 frozen = blocks.TransformerBlock(32, 4, 128)
 for p in frozen.attn.get_parameters():
     p.requires_grad = False
