@@ -1,6 +1,5 @@
 RIGHT = {
     "ch02.label_smoothing_loss": '''from mindspore import ops
-from mindspore.train import Metric
 from course_lib.check import ch02, show_solution
 
 
@@ -20,7 +19,10 @@ class MyLabelSmoothingCE(nn.Cell):
 
 ch02.label_smoothing_loss(MyLabelSmoothingCE)
 ''',
-    "ch02.f1_metric": '''class MyF1(Metric):
+    "ch02.f1_metric": '''from mindspore.train import Metric
+
+
+class MyF1(Metric):
     def __init__(self):
         super().__init__()
         self.clear()
@@ -52,7 +54,6 @@ ch02.ex3(3 * int(np.ceil(1000 / 22)))   # the last, smaller batch is a step too
 
 WRONG = {
     "ch02.label_smoothing_loss": ('''from mindspore import ops
-from mindspore.train import Metric
 from course_lib.check import ch02, show_solution
 
 
@@ -72,7 +73,10 @@ class MyLabelSmoothingCE(nn.Cell):
 
 ch02.label_smoothing_loss(MyLabelSmoothingCE)
 ''', {"ch02.label_smoothing_loss": "错误类别"}),
-    "ch02.f1_metric": ('''class MyF1(Metric):
+    "ch02.f1_metric": ('''from mindspore.train import Metric
+
+
+class MyF1(Metric):
     def __init__(self):
         super().__init__()
         self.clear()
