@@ -16,6 +16,8 @@ def test_ex1_perplexity_is_token_weighted():
     # two batches: 96 targets at mean loss 3.0, 32 targets at 5.0 -> exp of the token mean
     nll, tokens = 96 * 3.0 + 32 * 5.0, 96 + 32
     assert ch05.ex1(math.exp(nll / tokens)) and ch05.ex1(round(math.exp(nll / tokens), 2))
+    assert ch05.ex1(math.floor(100 * math.exp(nll / tokens)) / 100)      # 33.11: cut, not rounded
+    assert not ch05.ex1(33.09) and not ch05.ex1(33.13)
     assert not ch05.ex1(math.exp((3.0 + 5.0) / 2))                    # batch means averaged
     assert not ch05.ex1((math.exp(3.0) + math.exp(5.0)) / 2)          # batch perplexities averaged
     assert not ch05.ex1(nll / tokens)                                 # the loss, not the perplexity
