@@ -25,7 +25,8 @@ def my_repetition_penalty(logits, seen, penalty):
 
 ch07.top_p(my_top_p)
 ch07.repetition_penalty(my_repetition_penalty)
-# show_solution("ch07.top_p"); show_solution("ch07.repetition_penalty")
+# show_solution("ch07.top_p")
+# show_solution("ch07.repetition_penalty")
 ''',
     "ch07.append_kv": '''from mindspore import ops
 
@@ -88,7 +89,8 @@ def my_repetition_penalty(logits, seen, penalty):
 
 ch07.top_p(my_top_p)
 ch07.repetition_penalty(my_repetition_penalty)
-# show_solution("ch07.top_p"); show_solution("ch07.repetition_penalty")
+# show_solution("ch07.top_p")
+# show_solution("ch07.repetition_penalty")
 ''', {"ch07.top_p": "少留了一个"}),
     "ch07.append_kv": ('''from mindspore import ops
 
