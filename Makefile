@@ -77,7 +77,7 @@ modelarts-course:
 
 # Maintainers: re-execute notebooks and store all their outputs (the book read without
 # running), stamped per cell for tests/test_notebook_records.py. Full scale unless SCALE=ci.
-#   make record                 (every notebook, ~62 min on 2 cores)
+#   make record                 (every notebook, ~54 min on 2 cores)
 #   make record NB=notebooks/00_setup_and_tour.ipynb
 NB    ?= $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 SCALE ?= full
