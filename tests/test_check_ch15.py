@@ -33,6 +33,7 @@ def test_prompt_hints_say_what_differs_not_the_template(capsys):
     assert not ch15.internlm_prompt(ch15._no_newline)
     out = capsys.readouterr().out
     assert "换行符" in out and "<eoh>" not in out
+    assert "与模板不同" in out and "应为" not in out       # the learner's ids, never the expected ones
     assert not ch15.peak_gib(0)
     out = capsys.readouterr().out
     assert "103168" not in out and "2 字节" not in out

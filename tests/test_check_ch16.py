@@ -30,3 +30,13 @@ def test_unpack_hints_point_to_rows_not_to_the_reshape(capsys):
     assert not ch16.kv_bytes_per_token(0)
     out = capsys.readouterr().out
     assert "12288" not in out and "12,288" not in out and "x head_dim" not in out
+
+
+def test_unpack_hints_name_the_wrong_row_not_the_right_one(capsys):
+    def q_rows_reversed(w, num_heads, num_kv_heads, head_dim):
+        q, k, v = unpack_wqkv(w, num_heads, num_kv_heads, head_dim)
+        return q[::-1], k, v
+
+    assert not ch16.unpack_wqkv(q_rows_reversed)
+    out = capsys.readouterr().out
+    assert "q 的第 0 行" in out and "不是它该取的那一行" in out and "应取自" not in out

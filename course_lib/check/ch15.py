@@ -181,7 +181,8 @@ def internlm_prompt(fn) -> bool:
             observe(f"第 {n} 段隐藏对话的 token id", got, list(want))
             if got != want:
                 first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-                raise Mismatch(f"第 {n} 段隐藏对话（{len(messages)} 条消息）从第 {first} 个 id 起不同："
-                               f"你的 {got[first:first + 4]}，应为 {want[first:first + 4]}"
-                               f"（{tok.decode(want[first:first + 4], False)!r}）。" + _prompt_bug(tok, got, want))
+                mine = tok.decode(got[first:first + 4], False) if got[first:first + 4] else ""
+                raise Mismatch(f"第 {n} 段隐藏对话（{len(messages)} 条消息）从第 {first} 个 id 起与模板不同："
+                               f"你的是 {got[first:first + 4]}（{mine!r}；你的序列共 {len(got)} 个 id，"
+                               f"应有 {len(want)} 个）。" + _prompt_bug(tok, got, want))
     return run_code_check("ch15.internlm_prompt", hint, body)

@@ -75,8 +75,8 @@ def _wqkv_bug(got, want, w, heads, kv, d, part) -> str:
     for row, (c, s) in enumerate(zip(came, should)):
         if c != s:
             src = "w 里没有这样的行" if c is None else f"取自 w 的第 {c} 行"
-            return (f"{part} 的第 {row} 行（第 {row // d} 个头的第 {row % d} 行）{src}，应取自 w 的第 {s} 行"
-                    f"（w 的第 {s} 行属于第 {s // ((heads // kv + 2) * d)} 个 kv 组）。")
+            return (f"{part} 的第 {row} 行（第 {row // d} 个头的第 {row % d} 行）{src}，不是它该取的那一行："
+                    f"这个头属于哪个 kv 组？那个组在 w 里从哪一行开始，组里先放什么、后放什么？")
     return ""
 
 
