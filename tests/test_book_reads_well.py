@@ -115,8 +115,8 @@ SECTION = re.compile(r"(?:第\s*|§\s*)$")                       # "第 6.1 节"
 ALLOWED: dict[tuple[str, str], str] = {
     ("README.md", "3.11"): "the Python version the course pins (Makefile PYTHON), not a measurement",
     ("README.md", "4.3 GB"): "du -sh .venv of the shipped lock (2026-12-06; platform notes: 4.3 GB)",
-    ("README.md", "2.8 GB"): "du of .cache after the full-scale recordings, without benchmarks' "
-                             ".cache/realsize/1.5b (RESULTS.md, 'make test on a clean clone')",
+    ("README.md", "2.9 GB"): "du -sb .cache after the whole-book recording of 2026-12-08 from an empty "
+                             "cache: 2.88 GB (RESULTS.md, 'Notebooks at full scale')",
     ("README.md", "7 GB"): "the two above, rounded up",
     ("README.md", "3 分钟"): "installation before pytest: 2 min 42 s in a clean clone (RESULTS.md, same section)",
     ("README.md", "5.6 MB"): "data/base/ measures 5,585,385 bytes; data/README.md lists each file",
