@@ -53,6 +53,8 @@ from typing import Iterator, Mapping
 import ml_dtypes
 import numpy as np
 
+from .safeio import atomic_write, write_text_atomic
+
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
 BIN_INDEX_NAME = "pytorch_model.bin.index.json"
@@ -320,18 +322,17 @@ def save_state_dict(state: Mapping[str, np.ndarray], directory, max_shard_bytes:
         shards[-1][name] = arr
         size += arr.nbytes
     meta = {"format": "pt"}  # lets Hugging Face's torch loaders read the files too
+    # each file appears whole (write, then rename): a reader never sees a half-written one
+    write = lambda part, path: atomic_write(path, lambda tmp: save_file(part, str(tmp), metadata=meta))  # noqa: E731
     if len(shards) == 1:
-        out = directory / SINGLE_NAME
-        save_file(shards[0], str(out), metadata=meta)
-        return [out]
+        return [write(shards[0], directory / SINGLE_NAME)]
     paths, weight_map = [], {}
     for i, shard in enumerate(shards, 1):
         fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
-        save_file(shard, str(directory / fname), metadata=meta)
+        paths.append(write(shard, directory / fname))
         weight_map.update({k: fname for k in shard})
-        paths.append(directory / fname)
     total = sum(a.nbytes for a in arrays.values())
-    (directory / INDEX_NAME).write_text(json.dumps(
+    write_text_atomic(directory / INDEX_NAME, json.dumps(
         {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
     return paths
 

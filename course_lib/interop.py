@@ -15,6 +15,7 @@ This module itself never imports mindnlp (nor does anything in ``course_lib``).
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .runtime import run_isolated
+from .safeio import atomic_write, write_text_atomic
 
 REFERENCE_LOGITS = "reference_logits.npy"
 REFERENCE_JSON = "reference.json"
@@ -48,14 +50,19 @@ def export_course_model(out_dir, input_ids, prompt_ids=None, max_new_tokens: int
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ids = _ids_array(input_ids)
-    (out_dir / REFERENCE_JSON).unlink(missing_ok=True)
+    # this call's own copy of the results: another export into the same out_dir (a second
+    # kernel, the gradebook) can replace the files there, never these
+    ref_dir = Path(tempfile.mkdtemp(prefix="course_export_"))
 
     def finish(_):
-        info = json.loads((out_dir / REFERENCE_JSON).read_text())
-        info["logits"] = np.load(out_dir / REFERENCE_LOGITS)
-        return info
+        try:
+            info = json.loads((ref_dir / REFERENCE_JSON).read_text())
+            info["logits"] = np.load(ref_dir / REFERENCE_LOGITS)
+            return info
+        finally:
+            shutil.rmtree(ref_dir, ignore_errors=True)
 
-    args = dict(out_dir=str(out_dir), input_ids=ids.tolist(),
+    args = dict(out_dir=str(out_dir), ref_dir=str(ref_dir), input_ids=ids.tolist(),
                 prompt_ids=None if prompt_ids is None else [int(i) for i in prompt_ids],
                 max_new_tokens=int(max_new_tokens), pretrained=bool(pretrained), seed=int(seed))
     job = run_isolated(_export, timeout=timeout, background=True, then=finish, **args)
@@ -85,7 +92,7 @@ def _no_mindnlp() -> None:
                            "imported mindnlp (use export_course_model / course_logits).")
 
 
-def _export(out_dir, input_ids, prompt_ids, max_new_tokens, pretrained, seed):
+def _export(out_dir, ref_dir, input_ids, prompt_ids, max_new_tokens, pretrained, seed):
     _no_mindnlp()
     import course_lib as cl
     from mindspore import Tensor
@@ -106,7 +113,6 @@ def _export(out_dir, input_ids, prompt_ids, max_new_tokens, pretrained, seed):
     out_dir = Path(out_dir)
     save_pretrained(model, out_dir)
     logits = model(Tensor(np.asarray(input_ids, np.int32))).asnumpy()
-    np.save(out_dir / REFERENCE_LOGITS, logits)
     generated = None
     if prompt_ids:
         generated = generate(model, [prompt_ids], max_new_tokens, eos_id=tok.eos_id,
@@ -114,7 +120,9 @@ def _export(out_dir, input_ids, prompt_ids, max_new_tokens, pretrained, seed):
     info = dict(llama_config=llama_config_kwargs(model.config), generated=generated,
                 eos_id=tok.eos_id, pad_id=tok.pad_id, model=name,
                 parameters=int(model.config.num_parameters()))
-    (out_dir / REFERENCE_JSON).write_text(json.dumps(info, indent=1))
+    for where in (Path(ref_dir), out_dir):     # the caller's copy, and one beside the model
+        atomic_write(where / REFERENCE_LOGITS, lambda tmp: np.save(tmp, logits))
+        write_text_atomic(where / REFERENCE_JSON, json.dumps(info, indent=1))
 
 
 def _logits(model_dir, input_ids, out):

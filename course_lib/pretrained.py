@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from . import families, hf_weights, memory
+from .safeio import write_text_atomic
 
 DTYPES = ("float32", "float16", "bfloat16")
 GENERATION_CONFIG = "generation_config.json"
@@ -180,5 +181,5 @@ def save_pretrained(model, directory, dtype=np.float32, max_shard_bytes: int | N
     hf_weights.save_state_dict(hf_weights.state_dict(model), directory, max_shard_bytes, dtype=dtype)
     cfg = families.hf_config(model.config)
     cfg["torch_dtype"] = {np.float32: "float32", np.float16: "float16"}.get(np.dtype(dtype).type, "float32")
-    (directory / hf_weights.CONFIG_NAME).write_text(json.dumps(cfg, indent=2))
+    write_text_atomic(directory / hf_weights.CONFIG_NAME, json.dumps(cfg, indent=2))
     return directory

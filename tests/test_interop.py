@@ -99,3 +99,13 @@ def test_mindnlp_llama_with_attention_bias_is_the_course_internlm(exported):
     assert result["torch_is_mindtorch"]
     assert result["max_diff"] < 1e-4
     assert "mindnlp" not in sys.modules
+
+
+def test_two_exports_into_one_directory_each_get_their_own_results(tmp_path):
+    """Two kernels (or a kernel and the gradebook) exporting into the same directory at once:
+    each call returns the logits of its own input ids, whichever of them wrote last."""
+    short = interop.export_course_model(tmp_path, [[1, 2, 3]], pretrained=False, seed=3, background=True)
+    long = interop.export_course_model(tmp_path, [[4, 5, 6, 7, 8]], pretrained=False, seed=3, background=True)
+    long_info, short_info = long.result(), short.result()
+    assert short_info["logits"].shape[:2] == (1, 3) and long_info["logits"].shape[:2] == (1, 5)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]   # no half-written files left
