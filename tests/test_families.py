@@ -199,16 +199,16 @@ def test_a_missing_tie_word_embeddings_follows_transformers(kind):
 
 
 def test_checkpoint_code_is_layered_without_an_import_circle():
-    """hf_weights (files) imports no course module; families (which network) imports only
-    hf_weights and layers; pretrained (the one loader) builds on both; chapter 13's
-    migration depends on them, never the reverse."""
+    """hf_weights (files) imports no course module but safeio (atomic writes, itself a leaf);
+    families (which network) imports only hf_weights and layers; pretrained (the one loader)
+    builds on both; chapter 13's migration depends on them, never the reverse."""
     from pathlib import Path
     from test_course_map import course_imports as resolved_imports
     root = Path(cl.__file__).parent
 
     def course_imports(relpath):                 # function-level imports count too
         return {name.split(".")[1] for name in resolved_imports(root / relpath, root)}
-    assert course_imports("hf_weights.py") == set()
+    assert course_imports("hf_weights.py") == {"safeio"} and course_imports("safeio.py") == set()
     assert course_imports("families.py") <= {"hf_weights", "layers", "baichuan", "internlm"}
     assert "migration" not in course_imports("pretrained.py")
     assert not hasattr(__import__("course_lib.hf_weights", fromlist=["x"]), "load_pretrained")
