@@ -308,7 +308,6 @@ def save_state_dict(state: Mapping[str, np.ndarray], directory, max_shard_bytes:
                     dtype=None) -> list[Path]:
     """Write ``model.safetensors``, or shards + ``model.safetensors.index.json`` when the
     tensors exceed ``max_shard_bytes`` (the sharded Hugging Face layout)."""
-    from safetensors.numpy import save_file
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     arrays = {k: np.ascontiguousarray(v if dtype is None else np.asarray(v).astype(dtype))
@@ -321,20 +320,31 @@ def save_state_dict(state: Mapping[str, np.ndarray], directory, max_shard_bytes:
             size = 0
         shards[-1][name] = arr
         size += arr.nbytes
-    meta = {"format": "pt"}  # lets Hugging Face's torch loaders read the files too
-    # each file appears whole (write, then rename): a reader never sees a half-written one
-    write = lambda part, path: atomic_write(path, lambda tmp: save_file(part, str(tmp), metadata=meta))  # noqa: E731
     if len(shards) == 1:
-        return [write(shards[0], directory / SINGLE_NAME)]
+        return [_write_safetensors(shards[0], directory / SINGLE_NAME)]
     paths, weight_map = [], {}
     for i, shard in enumerate(shards, 1):
-        fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
-        paths.append(write(shard, directory / fname))
+        fname = _shard_name(i, len(shards))
+        paths.append(_write_safetensors(shard, directory / fname))
         weight_map.update({k: fname for k in shard})
-    total = sum(a.nbytes for a in arrays.values())
+    _write_index(directory, weight_map, sum(a.nbytes for a in arrays.values()))
+    return paths
+
+
+def _shard_name(i: int, n: int) -> str:
+    return f"model-{i:05d}-of-{n:05d}.safetensors"
+
+
+def _write_safetensors(tensors: Mapping[str, np.ndarray], path: Path) -> Path:
+    """One safetensors file, whole or not at all (written, then renamed: ``safeio``), with the
+    metadata that lets Hugging Face's torch loaders read it too."""
+    from safetensors.numpy import save_file
+    return atomic_write(path, lambda tmp: save_file(dict(tensors), str(tmp), metadata={"format": "pt"}))
+
+
+def _write_index(directory: Path, weight_map: dict, total: int) -> None:
     write_text_atomic(directory / INDEX_NAME, json.dumps(
         {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
-    return paths
 
 
 # --------------------------------------------------------------------------------------
@@ -605,7 +615,6 @@ def convert_torch_checkpoint(src, dst) -> Path:
     needed for loading any more (``.bin`` directories load directly); useful to publish
     safetensors. Copies config.json."""
     import shutil
-    from safetensors.numpy import save_file
     src, dst = Path(src), Path(dst)
     shards = checkpoint_shards(src)
     dst.mkdir(parents=True, exist_ok=True)
@@ -613,13 +622,12 @@ def convert_torch_checkpoint(src, dst) -> Path:
     for i, (shard, names) in enumerate(shards, 1):
         tensors = _read_shard(shard)
         tensors = {k: np.ascontiguousarray(tensors[k]) for k in (names or list(tensors))}
-        fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
-        save_file(tensors, str(dst / fname), metadata={"format": "pt"})
+        fname = _shard_name(i, len(shards))
+        _write_safetensors(tensors, dst / fname)
         weight_map.update({k: fname for k in tensors})
         total += sum(v.nbytes for v in tensors.values())
         del tensors
-    (dst / INDEX_NAME).write_text(json.dumps(
-        {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+    _write_index(dst, weight_map, total)
     if src.is_dir() and (src / CONFIG_NAME).exists():
         shutil.copy(src / CONFIG_NAME, dst / CONFIG_NAME)
     return dst
